@@ -1,0 +1,22 @@
+"""vision_cuts: exact graph cuts and assignment for computer vision, on GPU and CPU."""
+
+from __future__ import annotations
+
+from ._backend import gpu_available
+from .exceptions import BackendUnavailableError, NonSubmodularError, VisionCutsError
+from .grid import GridEnergy, grid_energy, grid_graph
+from .maxflow import MinCut, maxflow_grid
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailableError",
+    "GridEnergy",
+    "MinCut",
+    "NonSubmodularError",
+    "VisionCutsError",
+    "gpu_available",
+    "grid_energy",
+    "grid_graph",
+    "maxflow_grid",
+]

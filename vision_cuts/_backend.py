@@ -1,0 +1,118 @@
+"""Backend selection: which device runs a call, and array-kind helpers.
+
+Nothing here imports CuPy at module level, so ``import vision_cuts`` works where CuPy is
+absent. The probes are cached for the life of the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+
+from .exceptions import BackendUnavailableError
+
+__all__ = [
+    "BACKENDS",
+    "gpu_available",
+    "gpu_name",
+    "has_cupy",
+    "is_cupy_array",
+    "resolve_backend",
+    "to_numpy",
+]
+
+BACKENDS = ("auto", "cpu", "gpu")
+_ENV = "VISION_CUTS_BACKEND"
+
+
+@functools.cache
+def has_cupy() -> bool:
+    """Return True when CuPy can be imported."""
+    try:
+        import cupy  # noqa: F401
+    except Exception:  # ImportError, or a broken CUDA install raising on import
+        return False
+    return True
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """Return True when CuPy imports and at least one CUDA device is usable."""
+    if not has_cupy():
+        return False
+    try:
+        import cupy
+
+        return bool(cupy.cuda.is_available())
+    except Exception:
+        return False
+
+
+def gpu_name() -> str | None:
+    """Name of the current CUDA device, or None without one."""
+    if not gpu_available():
+        return None
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def is_cupy_array(x: Any) -> bool:
+    """Return True for a CuPy ndarray, without importing CuPy."""
+    return type(x).__module__.split(".")[0] == "cupy" and hasattr(x, "__cuda_array_interface__")
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """Return ``x`` as a NumPy array (copying from the device for CuPy arrays)."""
+    if is_cupy_array(x):
+        return x.get()
+    return np.asarray(x)
+
+
+def _check_name(backend: Any, where: str) -> str:
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"{where} must be one of {BACKENDS}, got {backend!r}")
+    return backend
+
+
+def resolve_backend(backend: str, *arrays: Any) -> str:
+    """Turn a ``backend`` argument into ``"cpu"`` or ``"gpu"``.
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "gpu"}
+        ``"gpu"`` requires a usable device and raises otherwise; ``"auto"`` picks the GPU
+        when any of ``arrays`` is a CuPy array or a device is present, else the CPU. The
+        environment variable ``VISION_CUTS_BACKEND`` overrides ``"auto"``.
+    *arrays
+        The inputs of the call, inspected for CuPy arrays.
+
+    Raises
+    ------
+    BackendUnavailableError
+        ``"gpu"`` was requested (directly or through the environment) without a device.
+    ValueError
+        ``backend`` or ``VISION_CUTS_BACKEND`` is not one of the known names.
+    """
+    backend = _check_name(backend, "backend")
+    if backend == "auto":
+        env = os.environ.get(_ENV, "").strip().lower()
+        if env:
+            backend = _check_name(env, f"environment variable {_ENV}")
+    if backend == "auto":
+        if any(is_cupy_array(a) for a in arrays):
+            return "gpu"
+        return "gpu" if gpu_available() else "cpu"
+    if backend == "gpu" and not gpu_available():
+        why = "CuPy is not installed" if not has_cupy() else "no CUDA device is usable"
+        raise BackendUnavailableError(
+            f"backend='gpu' was requested but {why}; install the 'gpu' extra "
+            "(cupy-cuda12x or cupy-cuda13x) on a machine with an NVIDIA GPU, or use "
+            "backend='cpu'"
+        )
+    return backend

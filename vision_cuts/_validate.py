@@ -1,0 +1,99 @@
+"""Input checks shared by the public functions.
+
+Every check names the parameter, the expected and the actual value. Shape and dtype
+checks use host-side metadata only; checks that scan data return one bool to the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._backend import is_cupy_array
+
+__all__ = ["INT32_MAX", "as_capacity", "check_grid_shape", "first_index"]
+
+INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _xp(a: Any):
+    if is_cupy_array(a):
+        import cupy
+
+        return cupy
+    return np
+
+
+def first_index(mask: Any) -> tuple:
+    """C-order index of the first True element of ``mask`` (host tuple)."""
+    xp = _xp(mask)
+    flat = int(xp.argmax(mask.ravel()))
+    return tuple(int(v) for v in np.unravel_index(flat, mask.shape))
+
+
+def check_grid_shape(shape: tuple, name: str) -> None:
+    """A grid is 2-D (rows, columns) or 3-D (slices, rows, columns)."""
+    if len(shape) not in (2, 3):
+        raise ValueError(
+            f"{name} must be a 2-D (M, N) or 3-D (P, M, N) grid, got shape {shape}"
+        )
+
+
+def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
+    """Validate one capacity array and return it as int32 of the same array kind.
+
+    Integer dtypes are accepted when every value lies in ``[0, 2**31 - 1]``; floating
+    dtypes only with an explicit ``scale`` (values are multiplied by it and rounded to
+    the nearest integer). Anything else is a TypeError; negative, NaN, infinite or too
+    large values are a ValueError naming the first offender.
+    """
+    if not (is_cupy_array(a) or isinstance(a, np.ndarray)):
+        if isinstance(a, (list, tuple, int, float)):
+            a = np.asarray(a)
+        else:
+            raise TypeError(
+                f"{name} must be a NumPy or CuPy array, got {type(a).__name__}"
+            )
+    xp = _xp(a)
+    kind = a.dtype.kind
+    if kind == "f":
+        if scale is None:
+            raise TypeError(
+                f"{name} has floating dtype {a.dtype}; capacities are integers. Pass "
+                "scale=<factor> to quantise floats (round(value * scale)), or convert "
+                "to an integer dtype"
+            )
+        if not bool(xp.isfinite(a).all()):
+            bad = first_index(~xp.isfinite(a))
+            raise ValueError(
+                f"{name} must be finite, got {a[bad]!r} at index {bad}"
+            )
+        a = xp.rint(a.astype(np.float64) * float(scale))
+    elif kind in "iu":
+        if scale is not None and scale != 1:
+            a = a.astype(np.int64) * int(scale) if float(scale).is_integer() else (
+                xp.rint(a.astype(np.float64) * float(scale))
+            )
+    elif kind == "b":
+        raise TypeError(
+            f"{name} must have an integer dtype (int32 preferred), got bool"
+        )
+    else:
+        raise TypeError(
+            f"{name} must have an integer dtype (int32 preferred), got {a.dtype}"
+        )
+    if a.size:
+        if a.dtype.kind != "u" and bool((a < 0).any()):
+            bad = first_index(a < 0)
+            raise ValueError(
+                f"{name} must be non-negative, got {a[bad]} at index {bad}"
+            )
+        if a.dtype.itemsize > 4 or a.dtype.kind in "uf":
+            if bool((a > INT32_MAX).any()):
+                bad = first_index(a > INT32_MAX)
+                raise ValueError(
+                    f"{name} must fit in int32 (<= {INT32_MAX}), got {a[bad]} at index "
+                    f"{bad}; rescale the capacities"
+                )
+    return xp.ascontiguousarray(a, dtype=np.int32)
