@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["contrast_weights", "random_grid_graph", "segmentation_unary",
-           "segmentation_problem", "volume_problem"]
+__all__ = [
+    "contrast_weights",
+    "random_grid_graph",
+    "segmentation_unary",
+    "segmentation_problem",
+    "volume_problem",
+]
 
 
-def contrast_weights(image: np.ndarray, *, lam: float = 50.0, scale: float = 1.0
-                     ) -> np.ndarray:
+def contrast_weights(
+    image: np.ndarray, *, lam: float = 50.0, scale: float = 1.0
+) -> np.ndarray:
     """Contrast-sensitive Potts weights ``lam * exp(-beta |I_p - I_q|^2)`` as int32.
 
     Returns the ``(ndim, *grid)`` weights of :func:`vision_cuts.grid_energy`
-    (direction 0 = +x, 1 = +y, 2 = +z); ``beta = 1 / (2 <|I_p - I_q|^2>)`` as in GrabCut.
+    (direction 0 = +x, 1 = +y, 2 = +z); ``beta = 1 / (2 <|I_p - I_q|^2>)``, as in
+    GrabCut.
     Works for 2-D images (M, N[, C]) and 3-D volumes (P, M, N) (single channel).
     """
     img = np.asarray(image, dtype=np.float32)
@@ -38,8 +45,9 @@ def contrast_weights(image: np.ndarray, *, lam: float = 50.0, scale: float = 1.0
     return w
 
 
-def segmentation_unary(image: np.ndarray, fg_box: tuple, *, bins: int = 16,
-                       scale: float = 10.0) -> np.ndarray:
+def segmentation_unary(
+    image: np.ndarray, fg_box: tuple, *, bins: int = 16, scale: float = 10.0
+) -> np.ndarray:
     """Colour-histogram unaries ``-log P(colour | model)`` for a box-initialised cut.
 
     Foreground model: pixels inside ``fg_box = (y0, x0, y1, x1)``; background: outside.
@@ -53,7 +61,7 @@ def segmentation_unary(image: np.ndarray, fg_box: tuple, *, bins: int = 16,
     inside = np.zeros(code.shape, dtype=bool)
     y0, x0, y1, x1 = fg_box
     inside[y0:y1, x0:x1] = True
-    nb = bins ** 3
+    nb = bins**3
     hf = np.bincount(code[inside], minlength=nb).astype(np.float64) + 1.0
     hb = np.bincount(code[~inside], minlength=nb).astype(np.float64) + 1.0
     lf = -np.log(hf / hf.sum())
@@ -64,8 +72,9 @@ def segmentation_unary(image: np.ndarray, fg_box: tuple, *, bins: int = 16,
     return unary
 
 
-def segmentation_problem(image: np.ndarray, *, lam: float = 50.0, scale: float = 10.0
-                         ) -> tuple[np.ndarray, np.ndarray]:
+def segmentation_problem(
+    image: np.ndarray, *, lam: float = 50.0, scale: float = 10.0
+) -> tuple[np.ndarray, np.ndarray]:
     """(unary, weights) of a box-initialised contrast-sensitive segmentation energy.
 
     The box covers the central 60% of the image; the energy is the first GrabCut
@@ -78,8 +87,9 @@ def segmentation_problem(image: np.ndarray, *, lam: float = 50.0, scale: float =
     return unary, weights
 
 
-def volume_problem(n: int = 64, *, seed: int = 0, lam: float = 30.0,
-                   noise: float = 0.35) -> tuple[np.ndarray, np.ndarray]:
+def volume_problem(
+    n: int = 64, *, seed: int = 0, lam: float = 30.0, noise: float = 0.35
+) -> tuple[np.ndarray, np.ndarray]:
     """A noisy 3-D volume with blobs: (unary (n, n, n, 2), weights (3, n, n, n)).
 
     Three random ellipsoids of intensity 1 in a background of 0 plus Gaussian noise;
@@ -91,23 +101,36 @@ def volume_problem(n: int = 64, *, seed: int = 0, lam: float = 30.0,
     for _ in range(3):
         c = rng.uniform(0.25, 0.75, size=3)
         r = rng.uniform(0.1, 0.25, size=3)
-        vol[((z - c[0]) / r[0]) ** 2 + ((y - c[1]) / r[1]) ** 2
-            + ((x - c[2]) / r[2]) ** 2 < 1] = 1.0
+        vol[
+            ((z - c[0]) / r[0]) ** 2
+            + ((y - c[1]) / r[1]) ** 2
+            + ((x - c[2]) / r[2]) ** 2
+            < 1
+        ] = 1.0
     vol += rng.normal(0, noise, size=vol.shape).astype(np.float32)
     unary = np.empty((n, n, n, 2), dtype=np.int32)
-    unary[..., 0] = np.rint(50 * vol ** 2)
+    unary[..., 0] = np.rint(50 * vol**2)
     unary[..., 1] = np.rint(50 * (vol - 1) ** 2)
     weights = contrast_weights(vol * 255, lam=lam)
     return unary, weights
 
 
-def random_grid_graph(shape: tuple, rng: np.random.Generator, *, high: int = 100,
-                      density: float = 0.7, directed: bool = True
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def random_grid_graph(
+    shape: tuple,
+    rng: np.random.Generator,
+    *,
+    high: int = 100,
+    density: float = 0.7,
+    directed: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Random (source, sink, edges) int32 capacities on a 2-D or 3-D grid."""
     nd = len(shape)
-    src = (rng.integers(0, high, size=shape) * (rng.random(shape) < 0.5)).astype(np.int32)
-    snk = (rng.integers(0, high, size=shape) * (rng.random(shape) < 0.5)).astype(np.int32)
+    src = (rng.integers(0, high, size=shape) * (rng.random(shape) < 0.5)).astype(
+        np.int32
+    )
+    snk = (rng.integers(0, high, size=shape) * (rng.random(shape) < 0.5)).astype(
+        np.int32
+    )
     e = rng.integers(0, high, size=(2 * nd, *shape))
     e = (e * (rng.random(e.shape) < density)).astype(np.int32)
     if not directed:

@@ -64,7 +64,9 @@ def gpu_name() -> str | None:
 
 def is_cupy_array(x: Any) -> bool:
     """Return True for a CuPy ndarray, without importing CuPy."""
-    return type(x).__module__.split(".")[0] == "cupy" and hasattr(x, "__cuda_array_interface__")
+    return type(x).__module__.split(".")[0] == "cupy" and hasattr(
+        x, "__cuda_array_interface__"
+    )
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -86,9 +88,9 @@ def resolve_backend(backend: str, *arrays: Any) -> str:
     Parameters
     ----------
     backend : {"auto", "cpu", "gpu"}
-        ``"gpu"`` requires a usable device and raises otherwise; ``"auto"`` picks the GPU
-        when any of ``arrays`` is a CuPy array or a device is present, else the CPU. The
-        environment variable ``VISION_CUTS_BACKEND`` overrides ``"auto"``.
+        ``"gpu"`` requires a usable device and raises otherwise; ``"auto"`` picks the
+        GPU when any of ``arrays`` is a CuPy array or a device is present, else the
+        CPU. The environment variable ``VISION_CUTS_BACKEND`` overrides ``"auto"``.
     *arrays
         The inputs of the call, inspected for CuPy arrays.
 

@@ -43,8 +43,10 @@ def kernel_source(name: str) -> str:
 def kernel_names(name: str) -> list[str]:
     """Names of the ``extern "C" __global__`` functions defined in a kernel file."""
     src = kernel_source(name)
-    return re.findall(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?'
-                      r"void\s+(\w+)", src)
+    # __launch_bounds__(...) may stand before or after the return type
+    bounds = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    return re.findall(r'extern\s+"C"\s+__global__\s+' + bounds + r"void\s+" + bounds
+                      + r"(\w+)\s*\(", src)
 
 
 @functools.cache

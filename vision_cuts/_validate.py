@@ -12,7 +12,7 @@ import numpy as np
 
 from ._backend import is_cupy_array
 
-__all__ = ["INT32_MAX", "as_capacity", "check_grid_shape", "first_index"]
+__all__ = ["INT32_MAX", "as_capacity", "check_grid_shape", "check_scale", "first_index"]
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -30,6 +30,19 @@ def first_index(mask: Any) -> tuple:
     xp = _xp(mask)
     flat = int(xp.argmax(mask.ravel()))
     return tuple(int(v) for v in np.unravel_index(flat, mask.shape))
+
+
+def check_scale(scale: Any) -> float | None:
+    """``scale`` is None or a finite positive real number."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer,
+                                                         np.floating)):
+        raise TypeError(f"scale must be a positive number, got {type(scale).__name__}")
+    value = float(scale)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
+    return value
 
 
 def check_grid_shape(shape: tuple, name: str) -> None:
@@ -55,6 +68,7 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
             raise TypeError(
                 f"{name} must be a NumPy or CuPy array, got {type(a).__name__}"
             )
+    scale = check_scale(scale)
     xp = _xp(a)
     kind = a.dtype.kind
     if kind == "f":
@@ -66,14 +80,14 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
             )
         if not bool(xp.isfinite(a).all()):
             bad = first_index(~xp.isfinite(a))
-            raise ValueError(
-                f"{name} must be finite, got {a[bad]!r} at index {bad}"
-            )
+            raise ValueError(f"{name} must be finite, got {a[bad]!r} at index {bad}")
         a = xp.rint(a.astype(np.float64) * float(scale))
     elif kind in "iu":
         if scale is not None and scale != 1:
-            a = a.astype(np.int64) * int(scale) if float(scale).is_integer() else (
-                xp.rint(a.astype(np.float64) * float(scale))
+            a = (
+                a.astype(np.int64) * int(scale)
+                if float(scale).is_integer()
+                else (xp.rint(a.astype(np.float64) * float(scale)))
             )
     elif kind == "b":
         raise TypeError(

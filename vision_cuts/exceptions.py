@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["VisionCutsError", "BackendUnavailableError", "NonSubmodularError"]
+__all__ = ["VisionCutsError", "BackendUnavailableError", "DeviceMemoryError",
+           "NonSubmodularError"]
 
 
 class VisionCutsError(Exception):
@@ -32,3 +33,11 @@ class NonSubmodularError(VisionCutsError, ValueError):
         super().__init__(message)
         self.count = count
         self.first = first
+
+
+class DeviceMemoryError(VisionCutsError, MemoryError):
+    """A problem does not fit in the free memory of the GPU.
+
+    The message names the problem's shape, the bytes it needs and the bytes free; the
+    CPU backend (``backend="cpu"``) has no such limit beyond host memory.
+    """

@@ -1,10 +1,10 @@
-"""Binary energies on 2-D 4-connected and 3-D 6-connected grids, as dense capacity arrays.
+"""Binary energies on 4-connected 2-D and 6-connected 3-D grids, as dense arrays.
 
 A grid problem is never a Python-level graph object: it is a ``source`` and a ``sink``
 capacity per node and ``K = 2 * ndim`` planes of directed arc capacities,
 
-* ``edges[0]`` / ``edges[1]``: arc from a node to its ``+x`` / ``-x`` neighbour (x is the
-  last array axis, columns),
+* ``edges[0]`` / ``edges[1]``: arc from a node to its ``+x`` / ``-x`` neighbour (x is
+  the last array axis, columns),
 * ``edges[2]`` / ``edges[3]``: ``+y`` / ``-y`` (rows),
 * ``edges[4]`` / ``edges[5]``: ``+z`` / ``-z`` (slices, 3-D only).
 
@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from ._backend import is_cupy_array
-from ._validate import INT32_MAX, as_capacity, check_grid_shape, first_index
+from ._validate import (
+    INT32_MAX,
+    as_capacity,
+    check_grid_shape,
+    check_scale,
+    first_index,
+)
 from .exceptions import NonSubmodularError
 
 __all__ = ["GridEnergy", "grid_energy", "grid_graph"]
@@ -87,6 +93,33 @@ class GridEnergy:
     edges: Any
     constant: int = 0
 
+    def __post_init__(self) -> None:
+        # A GridEnergy made by hand is validated like grid_graph's input (the
+        # builders of this module construct theirs through _trusted instead).
+        source, sink, edges = _check_capacities(
+            self.source, self.sink, self.edges, None
+        )
+        if not isinstance(self.constant, (int, np.integer)) or isinstance(
+            self.constant, bool
+        ):
+            raise TypeError(
+                f"constant must be an integer, got {type(self.constant).__name__}"
+            )
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "sink", sink)
+        object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "constant", int(self.constant))
+
+    @classmethod
+    def _trusted(cls, source: Any, sink: Any, edges: Any, constant: int) -> GridEnergy:
+        """Wrap arrays that are already validated int32 capacities (no checks)."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "sink", sink)
+        object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "constant", int(constant))
+        return self
+
     @property
     def shape(self) -> tuple:
         """Grid shape (M, N) or (P, M, N)."""
@@ -130,8 +163,9 @@ class GridEnergy:
         return total
 
 
-def grid_graph(source: Any, sink: Any, edges: Any, *, scale: float | None = None
-               ) -> GridEnergy:
+def grid_graph(
+    source: Any, sink: Any, edges: Any, *, scale: float | None = None
+) -> GridEnergy:
     """Wrap user-built capacity arrays as a :class:`GridEnergy` (constant 0).
 
     Parameters
@@ -158,6 +192,13 @@ def grid_graph(source: Any, sink: Any, edges: Any, *, scale: float | None = None
         Mismatched shapes, negative / NaN / infinite capacities, values beyond int32, or
         an arc pair whose forward + backward capacity exceeds ``2**31 - 1``.
     """
+    return GridEnergy._trusted(*_check_capacities(source, sink, edges, scale), 0)
+
+
+def _check_capacities(
+    source: Any, sink: Any, edges: Any, scale: float | None
+) -> tuple[Any, Any, Any]:
+    """Validate capacity arrays; return int32 copies/views with border arcs zero."""
     source = as_capacity(source, "source", scale=scale)
     sink = as_capacity(sink, "sink", scale=scale)
     edges = as_capacity(edges, "edges", scale=scale)
@@ -175,8 +216,9 @@ def grid_graph(source: Any, sink: Any, edges: Any, *, scale: float | None = None
             f"(K = {2 * ndim} directions), got {tuple(edges.shape)}"
         )
     if type(source) is not type(sink) or type(source) is not type(edges):
-        raise TypeError("source, sink and edges must all be NumPy or all be CuPy arrays")
-    xp = _xp(source)
+        raise TypeError(
+            "source, sink and edges must all be NumPy or all be CuPy arrays"
+        )
     border = [_border_slices(ndim, k) for k in range(2 * ndim)]
     if any(edges[k][border[k]].any() for k in range(2 * ndim)):
         edges = edges.copy()
@@ -193,11 +235,11 @@ def grid_graph(source: Any, sink: Any, edges: Any, *, scale: float | None = None
                 f"{INT32_MAX}, got {int(pair[bad])} between planes {2 * d} and "
                 f"{2 * d + 1} at index {bad}"
             )
-    del xp
-    return GridEnergy(source, sink, edges, 0)
+    return source, sink, edges
 
 
 def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
+    scale = check_scale(scale)
     a = xp.asarray(a)
     if a.dtype.kind == "f":
         if scale is None:
@@ -216,8 +258,14 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
     return a.astype(np.int64, copy=False)
 
 
-def grid_energy(unary: Any, pairwise: Any = None, *, weights: Any = None,
-                connectivity: int = 1, scale: float | None = None) -> GridEnergy:
+def grid_energy(
+    unary: Any,
+    pairwise: Any = None,
+    *,
+    weights: Any = None,
+    connectivity: int = 1,
+    scale: float | None = None,
+) -> GridEnergy:
     r"""Build the capacity arrays of a binary submodular grid energy.
 
     ``E(x) = sum_p unary[p, x_p] + sum_{(p, q)} w_pq * V_pq(x_p, x_q)`` over the
@@ -250,7 +298,8 @@ def grid_energy(unary: Any, pairwise: Any = None, *, weights: Any = None,
     Raises
     ------
     NonSubmodularError
-        Some edge has ``w (B + C - A - D) < 0``; the error gives the count and the first.
+        Some edge has ``w (B + C - A - D) < 0``; the error gives the count and the
+        first one.
     ValueError, TypeError
         Bad shapes or dtypes, or capacities beyond int32 after the construction.
 
@@ -311,8 +360,12 @@ def grid_energy(unary: Any, pairwise: Any = None, *, weights: Any = None,
         if pw.ndim == 2:
             a, b, c, dd = (pw[0, 0], pw[0, 1], pw[1, 0], pw[1, 1])
         else:
-            a, b, c, dd = (pw[d][tail + (0, 0)], pw[d][tail + (0, 1)],
-                           pw[d][tail + (1, 0)], pw[d][tail + (1, 1)])
+            a, b, c, dd = (
+                pw[d][tail + (0, 0)],
+                pw[d][tail + (0, 1)],
+                pw[d][tail + (1, 0)],
+                pw[d][tail + (1, 1)],
+            )
         shape = edges[0][tail].shape
         a, b, c, dd = (xp.broadcast_to(xp.asarray(v), shape) for v in (a, b, c, dd))
         if w is not None:
@@ -338,7 +391,8 @@ def grid_energy(unary: Any, pairwise: Any = None, *, weights: Any = None,
         raise NonSubmodularError(
             f"the energy is not submodular: {nbad} edge(s) have w*(B + C - A - D) < 0; "
             f"the first is direction {first[0]} at node {first[1:]}",
-            count=nbad, first=first,
+            count=nbad,
+            first=first,
         )
     m = xp.minimum(s, t)
     s -= m
@@ -351,8 +405,9 @@ def grid_energy(unary: Any, pairwise: Any = None, *, weights: Any = None,
                 f"the {name} capacities of this energy exceed int32 ({INT32_MAX}); got "
                 f"{int(arr[bad])} at index {bad}: reduce the costs (or the scale)"
             )
-    return GridEnergy(s.astype(np.int32), t.astype(np.int32),
-                      edges.astype(np.int32), constant)
+    return GridEnergy._trusted(
+        s.astype(np.int32), t.astype(np.int32), edges.astype(np.int32), constant
+    )
 
 
 def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
@@ -360,10 +415,15 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
     ndim = w.shape[0]
     grid = tuple(u.shape[:-1])
     tails = [_arc_views(ndim, 2 * d)[0] for d in range(ndim)]
-    if 2 * int(w.max(initial=0)) > INT32_MAX:
+    # only the entries that couple a pair count: the last index of each axis is ignored
+    wmax = max(
+        (int(w[d][tails[d]].max()) for d in range(ndim) if w[d][tails[d]].size),
+        default=0,
+    )
+    if 2 * wmax > INT32_MAX:
         raise ValueError(
             f"weights must be <= {INT32_MAX // 2} (both arcs of a pair carry the "
-            f"weight), got {int(w.max())}"
+            f"weight), got {wmax}"
         )
     bad = [w[d][tails[d]] < 0 for d in range(ndim)]
     nbad = sum(int(b.sum()) for b in bad)
@@ -373,14 +433,15 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
         raise NonSubmodularError(
             f"the energy is not submodular: {nbad} edge(s) have a negative weight; "
             f"the first is direction {first[0]} at node {first[1:]}",
-            count=nbad, first=first,
+            count=nbad,
+            first=first,
         )
     m = xp.minimum(u[..., 0], u[..., 1])
     s = u[..., 1] - m
     t = u[..., 0] - m
     constant = int(m.sum())
     edges = xp.zeros((2 * ndim, *grid), dtype=np.int32)
-    for name, arr in (("source", s), ("sink", t), ("weights", w)):
+    for name, arr in (("source", s), ("sink", t)):
         if arr.size and int(arr.max()) > INT32_MAX:
             bad_at = first_index(arr > INT32_MAX)
             raise ValueError(
@@ -391,4 +452,4 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
         tail, head = _arc_views(ndim, 2 * d)
         edges[2 * d][tail] = w[d][tail]  # p -> q, cut when x_p = 0, x_q = 1
         edges[2 * d + 1][head] = w[d][tail]  # q -> p, cut when x_p = 1, x_q = 0
-    return GridEnergy(s.astype(np.int32), t.astype(np.int32), edges, constant)
+    return GridEnergy._trusted(s.astype(np.int32), t.astype(np.int32), edges, constant)

@@ -31,8 +31,14 @@ class MinCut(NamedTuple):
     stats: dict
 
 
-def maxflow_grid(energy: Any, sink: Any = None, edges: Any = None, *,
-                 scale: float | None = None, backend: str = "auto") -> MinCut:
+def maxflow_grid(
+    energy: Any,
+    sink: Any = None,
+    edges: Any = None,
+    *,
+    scale: float | None = None,
+    backend: str = "auto",
+) -> MinCut:
     """Exact maximum flow and minimum cut of a grid graph.
 
     Parameters
@@ -119,9 +125,9 @@ def maxflow_grid(energy: Any, sink: Any = None, edges: Any = None, *,
     on_gpu = is_cupy_array(src)
     if on_gpu:
         src, snk, edg = src.get(), snk.get(), edg.get()
-    flow, labels, stats = maxflow_grid_cpu(np.ascontiguousarray(src),
-                                           np.ascontiguousarray(snk),
-                                           np.ascontiguousarray(edg))
+    flow, labels, stats = maxflow_grid_cpu(
+        np.ascontiguousarray(src), np.ascontiguousarray(snk), np.ascontiguousarray(edg)
+    )
     if on_gpu:
         import cupy
 

@@ -1,0 +1,488 @@
+"""grid_energy / grid_graph / GridEnergy.energy against a direct evaluator of E(x).
+
+``direct_energy`` (tests/_helpers.py) sums the unary and pairwise terms of the
+definition one by one, so these tests check the Kolmogorov-Zabih construction, its
+constant and the direction conventions (d = 0 is +x, the last axis) independently of
+the library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from _helpers import (
+    INT32_MAX,
+    border_mask,
+    brute_force_energy_min,
+    cut_capacity,
+    direct_energy,
+    random_graph,
+    random_submodular_pairwise,
+)
+
+from vision_cuts import (
+    GridEnergy,
+    NonSubmodularError,
+    grid_energy,
+    grid_graph,
+    maxflow_grid,
+)
+
+SHAPES = [(3, 4), (1, 6), (5, 1), (2, 3, 4), (1, 1, 5), (3, 1, 2)]
+
+
+def random_labels(rng, grid, count=12):
+    yield np.zeros(grid, dtype=np.uint8)
+    yield np.ones(grid, dtype=np.uint8)
+    for _ in range(count):
+        yield (rng.random(grid) < rng.random()).astype(np.uint8)
+
+
+def check_energy_form(ge, grid):
+    """Cardinality of a GridEnergy built by grid_energy."""
+    assert isinstance(ge, GridEnergy)
+    nd = len(grid)
+    assert ge.shape == grid
+    assert ge.ndim == nd
+    assert ge.source.dtype == ge.sink.dtype == ge.edges.dtype == np.int32
+    assert ge.source.shape == ge.sink.shape == grid
+    assert ge.edges.shape == (2 * nd, *grid)
+    assert type(ge.constant) is int
+    # normalised terminals, non-negative capacities, no arc leaves the grid
+    assert (np.minimum(ge.source, ge.sink) == 0).all()
+    assert (ge.edges >= 0).all()
+    for k in range(2 * nd):
+        assert not ge.edges[k][border_mask(grid, k)].any()
+
+
+def check_energies(ge, unary, pairwise, weights, rng):
+    grid = np.shape(unary)[:-1]
+    check_energy_form(ge, grid)
+    for x in random_labels(rng, grid):
+        want = direct_energy(unary, x, pairwise, weights)
+        assert ge.energy(x) == want
+        # E(x) = constant + capacity of the cut x: the graph represents the energy
+        assert ge.constant + cut_capacity(ge.source, ge.sink, ge.edges, x) == want
+
+
+# ---------------------------------------------------------- energy == direct E
+
+
+@pytest.mark.parametrize("grid", SHAPES, ids=str)
+def test_energy_symmetric_weights(grid, rng):
+    nd = len(grid)
+    unary = rng.integers(-50, 50, size=(*grid, 2))
+    weights = rng.integers(0, 30, size=(nd, *grid))
+    ge = grid_energy(unary, weights=weights)
+    check_energies(ge, unary, None, weights, rng)
+
+
+@pytest.mark.parametrize("grid", SHAPES, ids=str)
+def test_energy_matrix(grid, rng):
+    unary = rng.integers(-50, 50, size=(*grid, 2))
+    for pw in ([[0, 1], [1, 0]], [[2, 7], [5, -3]], [[-4, 0], [0, -4]],
+               [[1, 1], [1, 1]], [[0, 9], [0, 0]]):
+        pw = np.array(pw)
+        ge = grid_energy(unary, pw)
+        check_energies(ge, unary, pw, None, rng)
+
+
+@pytest.mark.parametrize("grid", SHAPES, ids=str)
+def test_energy_matrix_with_weights(grid, rng):
+    nd = len(grid)
+    unary = rng.integers(-50, 50, size=(*grid, 2))
+    weights = rng.integers(0, 10, size=(nd, *grid))
+    pw = np.array([[3, 10], [4, -2]])  # B + C - A - D = 13
+    ge = grid_energy(unary, pw, weights=weights)
+    check_energies(ge, unary, pw, weights, rng)
+
+
+@pytest.mark.parametrize("grid", SHAPES, ids=str)
+def test_energy_per_edge(grid, rng):
+    nd = len(grid)
+    unary = rng.integers(-50, 50, size=(*grid, 2))
+    pw = random_submodular_pairwise(rng, grid)
+    ge = grid_energy(unary, pw)
+    check_energies(ge, unary, pw, None, rng)
+    weights = rng.integers(0, 5, size=(nd, *grid))
+    ge = grid_energy(unary, pw, weights=weights)
+    check_energies(ge, unary, pw, weights, rng)
+
+
+def test_energy_negative_weight_on_supermodular_matrix(rng):
+    """w (B + C - A - D) is what must be >= 0: -2 * (0 + 0 - 1 - 1) = 4 is fine."""
+    grid = (3, 3)
+    unary = rng.integers(-5, 5, size=(*grid, 2))
+    pw = np.array([[1, 0], [0, 1]])
+    weights = np.full((2, *grid), -2)
+    ge = grid_energy(unary, pw, weights=weights)
+    check_energies(ge, unary, pw, weights, rng)
+
+
+def test_potts_form_equals_matrix_form(rng):
+    grid = (4, 5)
+    unary = rng.integers(-20, 20, size=(*grid, 2))
+    weights = rng.integers(0, 9, size=(2, *grid))
+    a = grid_energy(unary, weights=weights)
+    b = grid_energy(unary, np.array([[0, 1], [1, 0]]), weights=weights)
+    for x in random_labels(rng, grid):
+        assert a.energy(x) == b.energy(x) == direct_energy(unary, x, None, weights)
+
+
+def test_list_inputs(rng):
+    unary = rng.integers(-9, 9, size=(2, 3, 2))
+    weights = rng.integers(0, 9, size=(2, 2, 3))
+    ge = grid_energy(unary.tolist(), [[0, 1], [1, 0]], weights=weights.tolist())
+    check_energies(ge, unary, None, weights, rng)
+    src, snk, e = random_graph(rng, (2, 3))
+    gg = grid_graph(src.tolist(), snk.tolist(), e.tolist())
+    np.testing.assert_array_equal(gg.edges, e * ~np.stack(
+        [border_mask((2, 3), k) for k in range(4)]))
+    assert gg.source.dtype == np.int32
+
+
+def test_scale_quantises_costs(rng):
+    grid = (3, 4)
+    unary = rng.integers(-40, 40, size=(*grid, 2))
+    weights = rng.integers(0, 20, size=(2, *grid))
+    ge = grid_energy(unary / 8.0, weights=weights / 8.0, scale=8)
+    check_energies(ge, unary, None, weights, rng)
+    pw = np.array([[0.25, 1.5], [1.0, -0.5]])
+    ge = grid_energy(unary / 4.0, pw, scale=4.0)
+    check_energies(ge, unary, pw * 4, None, rng)
+    # rounding to nearest: 0.3 * 10 -> 3, 0.26 * 10 -> 3 (never truncated to 2)
+    ge = grid_energy(np.full((1, 2, 2), 0.26), weights=np.full((2, 1, 2), 0.3),
+                     scale=10)
+    assert ge.energy(np.array([[0, 1]])) == 3 + 3 + 3
+
+
+def test_scale_on_integer_costs(rng):
+    unary = rng.integers(0, 9, size=(2, 2, 2))
+    weights = rng.integers(0, 9, size=(2, 2, 2))
+    ge = grid_energy(unary, weights=weights, scale=3)
+    x = np.array([[0, 1], [1, 1]])
+    assert ge.energy(x) == 3 * direct_energy(unary, x, None, weights)
+
+
+def test_ignored_entries(rng):
+    """Weights and per-edge terms at the last index of their axis couple nothing."""
+    grid = (3, 4, 5)
+    unary = rng.integers(-9, 9, size=(*grid, 2))
+    weights = rng.integers(0, 9, size=(3, *grid))
+    pw = random_submodular_pairwise(rng, grid)
+    junk_w = weights.copy()
+    junk_pw = pw.copy()
+    for d in range(3):
+        last = border_mask(grid, 2 * d)
+        junk_w[d][last] = -7  # would be non-submodular if it were used
+        junk_pw[d][last] = [[9, -9], [-9, 9]]
+    for x in random_labels(rng, grid, count=4):
+        want = direct_energy(unary, x, None, weights)
+        assert grid_energy(unary, weights=junk_w).energy(x) == want
+        want = direct_energy(unary, x, pw, weights)
+        assert grid_energy(unary, junk_pw, weights=junk_w).energy(x) == want
+    # a large value that is never used must not trip the int32 checks either
+    junk_w[0][border_mask(grid, 0)] = INT32_MAX
+    x = np.ones(grid, dtype=np.uint8)
+    assert grid_energy(unary, weights=junk_w).energy(x) == direct_energy(
+        unary, x, None, weights)
+
+
+# -------------------------------------------------------------- minimum energy
+
+
+@pytest.mark.parametrize("grid", [(1, 1), (1, 5), (3, 3), (2, 4), (4, 2), (2, 2, 2),
+                                  (1, 2, 3), (3, 1, 3)], ids=str)
+def test_min_energy_brute_force(grid, rng, backend):
+    nd = len(grid)
+    for form in ("potts", "matrix", "per-edge"):
+        unary = rng.integers(-30, 30, size=(*grid, 2))
+        weights = rng.integers(0, 15, size=(nd, *grid))
+        if form == "potts":
+            pw = None
+        elif form == "matrix":
+            pw = np.array([[-2, 6], [3, 1]])
+        else:
+            pw = random_submodular_pairwise(rng, grid, low=-10, high=10)
+        ge = grid_energy(unary, pw, weights=weights)
+        best = brute_force_energy_min(unary, pw, weights)
+        result = maxflow_grid(ge, backend=backend)
+        assert ge.constant + result.flow == best
+        assert ge.energy(result.labels) == best
+        assert direct_energy(unary, result.labels, pw, weights) == best
+
+
+# -------------------------------------------------------------- submodularity
+
+
+def test_non_submodular_weights():
+    grid = (3, 5)
+    unary = np.zeros((*grid, 2), dtype=np.int32)
+    weights = np.ones((2, *grid), dtype=np.int32)
+    weights[1][0, 3] = -2  # +y from (0, 3)
+    weights[0][1, 2] = -1  # +x from (1, 2): direction 0 comes first
+    weights[0][2, 4] = -5  # ignored: no +x neighbour in the last column
+    with pytest.raises(NonSubmodularError, match="not submodular") as info:
+        grid_energy(unary, weights=weights)
+    assert isinstance(info.value, ValueError)
+    assert info.value.count == 2
+    assert info.value.first == (0, 1, 2)
+
+
+def test_non_submodular_matrix():
+    grid = (3, 4)
+    unary = np.zeros((*grid, 2), dtype=np.int32)
+    with pytest.raises(NonSubmodularError) as info:
+        grid_energy(unary, np.array([[3, 0], [0, 3]]))
+    n_edges = 3 * (4 - 1) + (3 - 1) * 4
+    assert info.value.count == n_edges
+    assert info.value.first == (0, 0, 0)
+    # w = 0 makes any term harmless; w < 0 flips a submodular one
+    w = np.zeros((2, *grid), dtype=np.int32)
+    grid_energy(unary, np.array([[3, 0], [0, 3]]), weights=w)
+    w[1][1, 1] = -1
+    with pytest.raises(NonSubmodularError) as info:
+        grid_energy(unary, np.array([[0, 1], [1, 0]]), weights=w)
+    assert (info.value.count, info.value.first) == (1, (1, 1, 1))
+
+
+def test_non_submodular_per_edge_3d(rng):
+    grid = (2, 3, 4)
+    unary = np.zeros((*grid, 2), dtype=np.int32)
+    pw = random_submodular_pairwise(rng, grid)
+    # make three edges violate, by one unit: B + C - A - D = -1
+    for d, idx in [(2, (0, 2, 1)), (1, (1, 0, 3)), (2, (0, 0, 0))]:
+        a, b, c, dd = pw[(d, *idx)].ravel()
+        pw[(d, *idx, 0, 1)] = a + dd - c - 1
+    with pytest.raises(NonSubmodularError) as info:
+        grid_energy(unary, pw)
+    assert info.value.count == 3
+    assert info.value.first == (1, 1, 0, 3)
+    # exactly modular (B + C - A - D = 0) is fine
+    pw[(1, 1, 0, 3, 0, 1)] += 1
+    pw[(2, 0, 2, 1, 0, 1)] += 1
+    pw[(2, 0, 0, 0, 0, 1)] += 1
+    ge = grid_energy(unary, pw)
+    x = (rng.random(grid) < 0.5).astype(np.uint8)
+    assert ge.energy(x) == direct_energy(unary, x, pw, None)
+
+
+# ----------------------------------------------------------------- grid_graph
+
+
+def test_grid_graph_form(rng):
+    for shape in [(3, 4), (2, 3, 4)]:
+        src, snk, e = random_graph(rng, shape, high=50)
+        ge = grid_graph(src, snk, e)
+        assert ge.constant == 0
+        assert ge.shape == shape
+        assert ge.source.dtype == ge.sink.dtype == ge.edges.dtype == np.int32
+        np.testing.assert_array_equal(ge.source, src)
+        np.testing.assert_array_equal(ge.sink, snk)
+        for x in random_labels(rng, shape, count=5):
+            assert ge.energy(x) == cut_capacity(src, snk, e, x)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ge.constant = 5
+
+
+def test_grid_graph_border_arcs_ignored(rng):
+    for shape in [(4, 5), (3, 4, 2)]:
+        src, snk, e = random_graph(rng, shape, high=20)
+        junk = e.copy()
+        for k in range(junk.shape[0]):
+            junk[k][border_mask(shape, k)] = rng.integers(1, INT32_MAX, dtype=np.int64)
+        saved = junk.copy()
+        ge = grid_graph(src, snk, junk)
+        np.testing.assert_array_equal(junk, saved)  # zeroed in a copy
+        for k in range(junk.shape[0]):
+            assert not ge.edges[k][border_mask(shape, k)].any()
+            inner = ~border_mask(shape, k)
+            np.testing.assert_array_equal(ge.edges[k][inner], e[k][inner])
+        for x in random_labels(rng, shape, count=4):
+            assert ge.energy(x) == cut_capacity(src, snk, e, x)
+        assert maxflow_grid(ge, backend="cpu").flow == maxflow_grid(
+            src, snk, e, backend="cpu").flow
+
+
+def test_grid_graph_scale():
+    src = np.array([[0.26, 1.0]])
+    snk = np.array([[0.0, 0.05]])
+    e = np.zeros((4, 1, 2))
+    e[0, 0, 0] = 0.5
+    ge = grid_graph(src, snk, e, scale=10)
+    np.testing.assert_array_equal(ge.source, [[3, 10]])
+    np.testing.assert_array_equal(ge.sink, [[0, 0]])  # 0.5 rounds to even
+    assert ge.edges[0, 0, 0] == 5
+    assert ge.source.dtype == np.int32
+    ge = grid_graph(np.array([[1, 2]]), np.array([[3, 4]]), np.zeros((4, 1, 2), int),
+                    scale=3)
+    np.testing.assert_array_equal(ge.sink, [[9, 12]])
+    ge = grid_graph(np.array([[1, 3]]), np.array([[3, 4]]), np.zeros((4, 1, 2), int),
+                    scale=0.5)
+    np.testing.assert_array_equal(ge.source, [[0, 2]])  # rint(0.5) = 0, rint(1.5) = 2
+
+
+def test_grid_graph_arc_pair_limit():
+    src = snk = np.zeros((2, 1), dtype=np.int32)
+    e = np.zeros((4, 2, 1), dtype=np.int64)
+    e[2, 0, 0] = INT32_MAX - 5
+    e[3, 1, 0] = 5  # pair sum exactly 2**31 - 1: accepted
+    assert grid_graph(src, snk, e).edges[3, 1, 0] == 5
+    e[3, 1, 0] = 6
+    with pytest.raises(ValueError, match=r"forward \+ backward .* planes 2 and 3"):
+        grid_graph(src, snk, e)
+    # border entries do not count towards a pair
+    e = np.zeros((4, 2, 1), dtype=np.int64)
+    e[0] = INT32_MAX
+    e[1] = INT32_MAX
+    assert not grid_graph(src, snk, e).edges.any()
+
+
+# ------------------------------------------------------------------ bad inputs
+
+
+def test_bad_inputs_grid_energy(rng):
+    u = rng.integers(0, 9, size=(3, 4, 2))
+    w = rng.integers(0, 9, size=(2, 3, 4))
+    bad_shape = "unary must have shape"
+    for shape in [(3, 4), (3, 4, 3), (5, 2), (2,), (2, 2, 2, 2, 2)]:
+        with pytest.raises(ValueError, match=bad_shape):
+            grid_energy(np.zeros(shape, dtype=np.int32), np.eye(2, dtype=int)[::-1])
+    with pytest.raises(TypeError, match="unary has floating dtype"):
+        grid_energy(u.astype(np.float32), weights=w)
+    with pytest.raises(TypeError, match="unary must have an integer dtype, got bool"):
+        grid_energy(u.astype(bool), weights=w)
+    with pytest.raises(TypeError, match="unary must have an integer dtype"):
+        grid_energy(u.astype(object), weights=w)
+    with pytest.raises(TypeError, match="unary must be an array"):
+        grid_energy("unary", weights=w)
+    with pytest.raises(TypeError, match="unary must be an array"):
+        grid_energy(None, weights=w)
+    for value in (np.nan, np.inf, -np.inf):
+        bad = u.astype(np.float64)
+        bad[1, 2, 0] = value
+        with pytest.raises(ValueError, match=r"unary must be finite.*\(1, 2, 0\)"):
+            grid_energy(bad, weights=w, scale=2.0)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        grid_energy(u, weights=w[:, :2])
+    with pytest.raises(ValueError, match="weights must have shape"):
+        grid_energy(u, weights=w[0])
+    with pytest.raises(TypeError, match="weights has floating dtype"):
+        grid_energy(u, weights=w.astype(np.float64))
+    with pytest.raises(ValueError, match="pairwise must have shape"):
+        grid_energy(u, np.zeros((3, 3), dtype=int))
+    with pytest.raises(ValueError, match="pairwise must have shape"):
+        grid_energy(u, np.zeros((2, 3, 4, 2), dtype=int))
+    with pytest.raises(TypeError, match="pairwise has floating dtype"):
+        grid_energy(u, np.array([[0.0, 1.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="pairwise and/or weights"):
+        grid_energy(u)
+    for conn in (2, 0, 4, 8):
+        with pytest.raises(ValueError, match="connectivity must be 1"):
+            grid_energy(u, weights=w, connectivity=conn)
+    with pytest.raises(ValueError, match="weights must be <="):
+        grid_energy(u, weights=np.full((2, 3, 4), INT32_MAX // 2 + 1))
+    grid_energy(u, weights=np.full((2, 3, 4), INT32_MAX // 2))  # the largest weight
+    big = np.zeros((3, 4, 2), dtype=np.int64)
+    big[0, 1, 1] = 2**31
+    over = "capacities of this energy exceed int32"
+    with pytest.raises(ValueError, match=f"source {over}"):
+        grid_energy(big, weights=w)
+    with pytest.raises(ValueError, match=f"source {over}"):
+        grid_energy(big, np.array([[0, 1], [1, 0]]))
+    with pytest.raises(ValueError, match=f"sink {over}"):
+        grid_energy(big[..., ::-1], weights=w)
+
+
+def test_bad_inputs_energy_labels(rng):
+    ge = grid_energy(rng.integers(0, 9, size=(3, 4, 2)),
+                     weights=rng.integers(0, 9, size=(2, 3, 4)))
+    for shape in [(4, 3), (3, 4, 1), (12,)]:
+        with pytest.raises(ValueError, match="labels must have the grid shape"):
+            ge.energy(np.zeros(shape, dtype=np.uint8))
+    x = np.zeros((3, 4), dtype=np.int64)
+    x[2, 1] = 2
+    with pytest.raises(ValueError,
+                       match=r"labels must be 0 or 1, got 2 at index \(2, 1\)"):
+        ge.energy(x)
+    x[2, 1] = -1
+    with pytest.raises(ValueError, match="labels must be 0 or 1"):
+        ge.energy(x)
+    with pytest.raises(TypeError, match="labels must be bool or integer"):
+        ge.energy(np.zeros((3, 4)))
+    assert ge.energy(np.ones((3, 4), dtype=bool)) == ge.energy(np.ones((3, 4), int))
+    assert ge.energy(np.zeros((3, 4), dtype=np.int8).tolist()) == ge.energy(
+        np.zeros((3, 4), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("name", ["source", "sink", "edges"])
+def test_bad_inputs_grid_graph(name, rng):
+    src, snk, e = random_graph(rng, (3, 4), high=9)
+
+    def call(value, **kw):
+        args = {"source": src, "sink": snk, "edges": e}
+        args[name] = value
+        return grid_graph(args["source"], args["sink"], args["edges"], **kw)
+
+    arr = {"source": src, "sink": snk, "edges": e}[name]
+    neg = arr.astype(np.int64)
+    neg.flat[5] = -1
+    with pytest.raises(ValueError, match=f"{name} must be non-negative, got -1"):
+        call(neg)
+    for too_big in (arr.astype(np.int64) + 2**31, arr.astype(np.uint32) + 2**31,
+                    arr.astype(np.uint64) + 2**40):
+        with pytest.raises(ValueError, match=f"{name} must fit in int32"):
+            call(too_big)
+    with pytest.raises(TypeError, match=f"{name} has floating dtype"):
+        call(arr.astype(np.float64))
+    with pytest.raises(TypeError, match=f"{name} must have an integer dtype.*bool"):
+        call(arr.astype(bool))
+    for odd in (arr.astype(object), arr.astype(np.complex128), arr.astype(str)):
+        with pytest.raises(TypeError, match=f"{name} must have an integer dtype"):
+            call(odd)
+    with pytest.raises(TypeError, match=f"{name} must be a NumPy or CuPy array"):
+        call({"not": "an array"})
+    for value in (np.nan, np.inf):
+        bad = arr.astype(np.float64)
+        bad.flat[3] = value
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            call(bad, scale=1.0)
+    with pytest.raises(ValueError, match=f"{name} must fit in int32"):
+        call(arr.astype(np.float64) + 2.0**31, scale=1.0)
+    # the same values as floats with a scale, or as a list, are fine
+    ge = call(arr.astype(np.float64), scale=1.0)
+    assert ge.energy(np.ones((3, 4), np.uint8)) == grid_graph(src, snk, e).energy(
+        np.ones((3, 4), np.uint8))
+    assert call(arr.tolist()).source.dtype == np.int32
+
+
+def test_bad_inputs_grid_graph_shapes(rng):
+    src, snk, e = random_graph(rng, (3, 4), high=9)
+    for shape in [(5,), (), (2, 2, 2, 2)]:
+        z = np.zeros(shape, dtype=np.int32)
+        with pytest.raises(ValueError, match="source must be a 2-D .* or 3-D"):
+            grid_graph(z, z, np.zeros((2 * max(len(shape), 1), *shape), np.int32))
+    with pytest.raises(ValueError, match="sink must have the shape of source"):
+        grid_graph(src, snk.T, e)
+    with pytest.raises(ValueError, match=r"edges must have shape .*K = 4"):
+        grid_graph(src, snk, np.zeros((6, 3, 4), np.int32))  # K = 6 on a 2-D grid
+    with pytest.raises(ValueError, match=r"edges must have shape .*K = 4"):
+        grid_graph(src, snk, e[:, :, :3])
+    with pytest.raises(ValueError, match=r"edges must have shape .*K = 4"):
+        grid_graph(src, snk, e[0])
+    s3, t3, e3 = random_graph(rng, (2, 3, 4))
+    with pytest.raises(ValueError, match=r"edges must have shape .*K = 6"):
+        grid_graph(s3, t3, e3[:4])
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -1.0, 0, "2", True])
+def test_bad_scale(scale):
+    cap = np.ones((2, 3))
+    edges = np.ones((4, 2, 3))
+    err = TypeError if isinstance(scale, (str, bool)) else ValueError
+    with pytest.raises(err, match="scale must be"):
+        grid_graph(cap, cap, edges, scale=scale)
+    with pytest.raises(err, match="scale must be"):
+        grid_energy(np.ones((2, 3, 2)), weights=np.ones((2, 2, 3)), scale=scale)

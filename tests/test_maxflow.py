@@ -1,0 +1,563 @@
+"""maxflow_grid: exact flow values and minimum cuts against independent oracles.
+
+Oracles (tests/_helpers.py): hand-computed networks, brute-force enumeration of every
+labelling (<= 16 nodes), scipy.sparse.csgraph.maximum_flow on the explicit graph and
+PyMaxflow. Every solved instance also checks that the returned labelling is a cut whose
+capacity equals the flow, which together with the flow value proves it a minimum cut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _helpers import (
+    INT32_MAX,
+    all_labellings,
+    brute_force_mincut,
+    cut_capacity,
+    potts_energy,
+    pymaxflow_arcwise,
+    pymaxflow_mincut,
+    pymaxflow_potts_energy,
+    random_graph,
+    scipy_maxflow,
+)
+from vision_cuts.datasets import synthetic
+
+from vision_cuts import (
+    BackendUnavailableError,
+    GridEnergy,
+    MinCut,
+    grid_energy,
+    grid_graph,
+    maxflow_grid,
+)
+from vision_cuts._backend import gpu_available, to_numpy
+
+
+def check_mincut(result, source, sink, edges, *, backend="cpu", flow=None):
+    """Types and shape of a MinCut, and cut capacity of its labels == its flow."""
+    assert isinstance(result, MinCut)
+    assert type(result.flow) is int
+    shape = np.shape(source)
+    labels = result.labels
+    assert isinstance(labels, np.ndarray)  # NumPy in -> NumPy out
+    assert labels.dtype == np.uint8
+    assert labels.shape == shape
+    assert np.isin(labels, (0, 1)).all()
+    assert isinstance(result.stats, dict)
+    assert result.stats["backend"] == backend
+    assert result.stats["time_s"] >= 0
+    assert cut_capacity(source, sink, edges, labels) == result.flow
+    if flow is not None:
+        assert result.flow == flow
+
+
+def empty_edges(shape):
+    return np.zeros((2 * len(shape), *shape), dtype=np.int32)
+
+
+# ---------------------------------------------------------------- hand-computed
+
+
+def _net_single_source_heavy():
+    # one node: keeping it on the source side cuts sink (3), the other side 5
+    return (np.array([[5]]), np.array([[3]]), empty_edges((1, 1)), 3, [[0]])
+
+
+def _net_single_sink_heavy():
+    return (np.array([[3]]), np.array([[5]]), empty_edges((1, 1)), 3, [[1]])
+
+
+def _net_docstring():
+    e = empty_edges((1, 2))
+    e[0, 0, 0] = 3  # (0, 0) -> (0, 1)
+    return (np.array([[5, 0]]), np.array([[0, 5]]), e, 3, [[0, 1]])
+
+
+def _net_wrong_way_arc():
+    # only the arc (0, 1) -> (0, 0) exists: it carries nothing from s to t
+    e = empty_edges((1, 2))
+    e[1, 0, 1] = 3
+    return (np.array([[5, 0]]), np.array([[0, 5]]), e, 0, [[0, 1]])
+
+
+def _net_vertical():
+    # s -7-> (0,0) -4-> (1,0) -2-> t: the sink arc of (1, 0) is the bottleneck
+    e = empty_edges((2, 1))
+    e[2, 0, 0] = 4
+    return (np.array([[7], [0]]), np.array([[0], [2]]), e, 2, [[0], [0]])
+
+
+def _net_upward():
+    # the -y arc (1, 0) -> (0, 0) carries s -> (1, 0) -> (0, 0) -> t
+    e = empty_edges((2, 1))
+    e[3, 1, 0] = 6
+    e[2, 0, 0] = 100  # the opposite direction is useless
+    return (np.array([[0], [9]]), np.array([[8], [0]]), e, 6, [[1], [0]])
+
+
+def _net_chain():
+    e = empty_edges((1, 3))
+    e[0, 0, 0] = 4
+    e[0, 0, 1] = 6
+    return (np.array([[10, 0, 0]]), np.array([[0, 0, 10]]), e, 4, [[0, 1, 1]])
+
+
+def _net_two_paths():
+    # (0,0) -3-> (0,1) -2-> (1,1) and (0,0) -4-> (1,0) -5-> (1,1): flow 2 + 4
+    e = empty_edges((2, 2))
+    e[0, 0, 0] = 3
+    e[2, 0, 1] = 2
+    e[2, 0, 0] = 4
+    e[0, 1, 0] = 5
+    src = np.array([[10, 0], [0, 0]])
+    snk = np.array([[0, 0], [0, 10]])
+    return (src, snk, e, 6, [[0, 0], [1, 1]])
+
+
+def _net_z():
+    e = empty_edges((2, 1, 1))
+    e[4, 0, 0, 0] = 5  # +z: slice 0 -> slice 1
+    return (np.array([9, 0]).reshape(2, 1, 1), np.array([0, 9]).reshape(2, 1, 1), e,
+            5, [[[0]], [[1]]])
+
+
+def _net_minus_z():
+    e = empty_edges((2, 1, 1))
+    e[5, 1, 0, 0] = 5  # -z: slice 1 -> slice 0
+    e[4, 0, 0, 0] = 1
+    return (np.array([0, 9]).reshape(2, 1, 1), np.array([9, 0]).reshape(2, 1, 1), e,
+            5, [[[1]], [[0]]])
+
+
+HAND = {
+    "single-source-heavy": _net_single_source_heavy,
+    "single-sink-heavy": _net_single_sink_heavy,
+    "docstring": _net_docstring,
+    "wrong-way-arc": _net_wrong_way_arc,
+    "vertical": _net_vertical,
+    "upward": _net_upward,
+    "chain": _net_chain,
+    "two-paths": _net_two_paths,
+    "z": _net_z,
+    "minus-z": _net_minus_z,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND))
+def test_hand_computed(name, backend):
+    src, snk, e, flow, labels = HAND[name]()
+    src, snk, e = (a.astype(np.int32) for a in (src, snk, e))
+    # the expected cut is the unique minimum: check that against brute force too
+    best, cuts = brute_force_mincut(src, snk, e)
+    assert best == flow
+    assert int((cuts == best).sum()) == 1
+    result = maxflow_grid(src, snk, e, backend=backend)
+    check_mincut(result, src, snk, e, backend=backend, flow=flow)
+    np.testing.assert_array_equal(result.labels, np.array(labels, dtype=np.uint8))
+
+
+def test_isolated_zero_node_any_side(backend):
+    src = snk = np.zeros((1, 1), dtype=np.int32)
+    result = maxflow_grid(src, snk, empty_edges((1, 1)), backend=backend)
+    check_mincut(result, src, snk, empty_edges((1, 1)), backend=backend, flow=0)
+
+
+# ------------------------------------------------------------------ brute force
+
+BRUTE_SHAPES = [
+    (1, 1), (1, 2), (1, 7), (1, 16), (2, 1), (5, 1), (16, 1), (2, 2), (2, 3), (3, 3),
+    (4, 4), (2, 8), (8, 2), (3, 5), (1, 1, 1), (2, 2, 2), (2, 2, 4), (1, 4, 4),
+    (4, 2, 2), (2, 1, 8), (16, 1, 1), (1, 1, 16), (2, 4, 1),
+]
+
+
+def _variant(rng, shape, i):
+    """Instance ``i`` of a shape: random, sparse, ties, all-zero, zero source/sink..."""
+    kind = i % 8
+    if kind == 0:
+        return random_graph(rng, shape, high=10)
+    if kind == 1:
+        return random_graph(rng, shape, high=1, density=0.5)  # many ties
+    if kind == 2:
+        src, snk, e = random_graph(rng, shape, high=50)
+        return np.zeros_like(src), snk, e  # zero source: flow 0
+    if kind == 3:
+        src, snk, e = random_graph(rng, shape, high=50)
+        return src, np.zeros_like(snk), e  # zero sink: flow 0
+    if kind == 4:
+        z = np.zeros(shape, dtype=np.int32)
+        return z, z.copy(), empty_edges(shape)  # all zero
+    if kind == 5:
+        return random_graph(rng, shape, high=100, directed=False)
+    if kind == 6:
+        return random_graph(rng, shape, high=1000, density=1.0, terminal_density=1.0)
+    src, snk, e = random_graph(rng, shape, high=20, density=0.9)
+    e[1::2] = 0  # forward arcs only: strongly directed
+    return src, snk, e
+
+
+@pytest.mark.parametrize("shape", BRUTE_SHAPES, ids=str)
+def test_brute_force(shape, rng, backend):
+    for i in range(16):
+        src, snk, e = _variant(rng, shape, i)
+        best, cuts = brute_force_mincut(src, snk, e)
+        if i % 8 in (2, 3, 4):
+            assert best == 0
+        result = maxflow_grid(src, snk, e, backend=backend)
+        check_mincut(result, src, snk, e, backend=backend, flow=best)
+        if int((cuts == best).sum()) == 1:  # unique minimum cut: labels must match it
+            want = all_labellings(src.size)[int(np.argmin(cuts))].reshape(shape)
+            np.testing.assert_array_equal(result.labels, want)
+
+
+def test_oracles_agree(rng):
+    """The oracles themselves: brute force, SciPy and two PyMaxflow builds agree."""
+    for shape in [(3, 4), (1, 9), (2, 2, 3), (4, 1, 3)]:
+        for _ in range(5):
+            src, snk, e = random_graph(rng, shape, high=30)
+            best, _ = brute_force_mincut(src, snk, e)
+            flow, labels = pymaxflow_mincut(src, snk, e)
+            assert scipy_maxflow(src, snk, e) == best
+            assert pymaxflow_arcwise(src, snk, e) == best
+            assert flow == best
+            assert cut_capacity(src, snk, e, labels) == best
+
+
+# ------------------------------------------------------------------------ SciPy
+
+
+def _scipy_shapes(rng, ndim, count):
+    hi = 31 if ndim == 2 else 9
+    for _ in range(count):
+        yield tuple(int(v) for v in rng.integers(1, hi, size=ndim))
+
+
+@pytest.mark.parametrize("density", [0.2, 0.7, 1.0])
+@pytest.mark.parametrize("high", [1, 10, 10**6])
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_scipy_oracle(ndim, high, density, rng):
+    for shape in _scipy_shapes(rng, ndim, 16):
+        src, snk, e = random_graph(rng, shape, high=high, density=density,
+                                   terminal_density=rng.uniform(0.05, 1.0),
+                                   directed=bool(rng.random() < 0.7))
+        result = maxflow_grid(src, snk, e, backend="cpu")
+        check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
+
+
+@pytest.mark.parametrize("shape", [(30, 30), (8, 8, 8), (1, 200), (200, 1), (3, 80)],
+                         ids=str)
+def test_scipy_oracle_extremes(shape, rng):
+    """Full-size grids, long thin grids, dense terminals and dense arcs."""
+    for high, tdens in [(10**6, 1.0), (5, 0.02), (1, 0.5)]:
+        src, snk, e = random_graph(rng, shape, high=high, density=1.0,
+                                   terminal_density=tdens)
+        result = maxflow_grid(src, snk, e, backend="cpu")
+        check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
+
+
+def test_synthetic_random_grid_graph(rng):
+    for shape, directed in [((20, 25), True), ((20, 25), False), ((6, 7, 5), True)]:
+        src, snk, e = synthetic.random_grid_graph(shape, rng, directed=directed)
+        result = maxflow_grid(src, snk, e, backend="cpu")
+        check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
+
+
+# ------------------------------------------------------------------- int32 edge
+
+
+def test_int32_terminals_single_node(backend):
+    m = np.array([[INT32_MAX]], dtype=np.int32)
+    result = maxflow_grid(m, m.copy(), empty_edges((1, 1)), backend=backend)
+    check_mincut(result, m, m, empty_edges((1, 1)), backend=backend, flow=INT32_MAX)
+
+
+def test_int32_flow_beyond_int32(backend):
+    """16 saturated nodes: the flow is 16 * (2**31 - 1) > 2**34, exactly."""
+    m = np.full((4, 4), INT32_MAX, dtype=np.int32)
+    e = np.full((4, 4, 4), INT32_MAX // 2, dtype=np.int32)
+    result = maxflow_grid(m, m.copy(), e, backend=backend)
+    check_mincut(result, m, m, e, backend=backend, flow=16 * INT32_MAX)
+    assert result.flow > 2**34
+
+
+def test_int32_full_arc(backend):
+    src = np.array([[INT32_MAX, 0]], dtype=np.int32)
+    snk = np.array([[0, INT32_MAX]], dtype=np.int32)
+    e = empty_edges((1, 2))
+    e[0, 0, 0] = INT32_MAX - 1  # forward + backward = 2**31 - 1 exactly
+    e[1, 0, 1] = 1
+    result = maxflow_grid(src, snk, e, backend=backend)
+    check_mincut(result, src, snk, e, backend=backend, flow=INT32_MAX - 1)
+    np.testing.assert_array_equal(result.labels, [[0, 1]])
+
+
+def _near_limit(rng, shape):
+    """Terminals near 2**31 - 1 and every arc pair summing to exactly 2**31 - 1."""
+    nd = len(shape)
+    src = (INT32_MAX - rng.integers(0, 1000, size=shape)) * (rng.random(shape) < 0.6)
+    snk = (INT32_MAX - rng.integers(0, 1000, size=shape)) * (rng.random(shape) < 0.6)
+    e = np.zeros((2 * nd, *shape), dtype=np.int64)
+    for d in range(nd):
+        ax = nd - 1 - d
+        fwd = rng.integers(0, INT32_MAX + 1, size=shape)
+        lo = [slice(None)] * nd
+        hi = [slice(None)] * nd
+        lo[ax] = slice(None, -1)
+        hi[ax] = slice(1, None)
+        e[2 * d][tuple(lo)] = fwd[tuple(lo)]
+        e[2 * d + 1][tuple(hi)] = INT32_MAX - fwd[tuple(lo)]
+    return src.astype(np.int32), snk.astype(np.int32), e.astype(np.int32)
+
+
+@pytest.mark.parametrize("shape", [(1, 2), (2, 3), (3, 3), (4, 4), (1, 16), (2, 2, 2),
+                                   (2, 2, 4)], ids=str)
+def test_int32_near_limit_brute_force(shape, rng, backend):
+    for _ in range(6):
+        src, snk, e = _near_limit(rng, shape)
+        best, _ = brute_force_mincut(src, snk, e)
+        result = maxflow_grid(src, snk, e, backend=backend)
+        check_mincut(result, src, snk, e, backend=backend, flow=best)
+
+
+def test_int32_arc_pair_over_limit_rejected():
+    src = snk = np.zeros((1, 2), dtype=np.int32)
+    e = empty_edges((1, 2))
+    e[0, 0, 0] = 2**30
+    e[1, 0, 1] = 2**30  # pair sum 2**31 > 2**31 - 1
+    with pytest.raises(ValueError, match=r"edges: forward \+ backward"):
+        maxflow_grid(src, snk, e, backend="cpu")
+
+
+# -------------------------------------------------------- segmentation energies
+
+
+def _check_potts_problem(unary, weights):
+    ge = grid_energy(unary, weights=weights)
+    result = maxflow_grid(ge, backend="cpu")
+    check_mincut(result, ge.source, ge.sink, ge.edges)
+    flow, pm_labels = pymaxflow_mincut(ge.source, ge.sink, ge.edges)
+    assert result.flow == flow
+    best = ge.constant + result.flow
+    # the energy, evaluated three ways, is the minimum PyMaxflow finds independently
+    assert ge.energy(result.labels) == best
+    assert potts_energy(unary, weights, result.labels) == best
+    assert pymaxflow_potts_energy(unary, weights) == best
+    assert potts_energy(unary, weights, pm_labels) == best
+    return result
+
+
+def test_segmentation_vs_pymaxflow():
+    data = pytest.importorskip("skimage.data")
+    image = data.coffee()[::2, ::2]  # 200 x 300 RGB
+    assert image.shape == (200, 300, 3)
+    unary, weights = synthetic.segmentation_problem(image)
+    result = _check_potts_problem(unary, weights)
+    # a sane segmentation: neither empty nor everything
+    assert 0 < int(result.labels.sum()) < result.labels.size
+
+
+def test_volume_vs_pymaxflow():
+    unary, weights = synthetic.volume_problem(32)
+    assert unary.shape == (32, 32, 32, 2)
+    result = _check_potts_problem(unary, weights)
+    assert 0 < int(result.labels.sum()) < result.labels.size
+
+
+@pytest.mark.data
+def test_grabcut_image_vs_pymaxflow(data_dir):
+    io = pytest.importorskip("skimage.io")
+    folder = data_dir / "grabcut"
+    if not folder.is_dir():
+        pytest.skip(f"no grabcut data under {data_dir}")
+    image = io.imread(folder / "data_GT" / "banana1.bmp")[::4, ::4, :3]
+    x0, y0, x1, y1 = (float(v) for v in (folder / "bb_GT" / "banana1.txt").read_text()
+                      .split())
+    box = (int(y0 - 1) // 4, int(x0 - 1) // 4, int(y1) // 4, int(x1) // 4)
+    unary = synthetic.segmentation_unary(image, box)
+    weights = synthetic.contrast_weights(image, lam=50.0)
+    _check_potts_problem(unary, weights)
+
+
+# ------------------------------------------------------------- result contract
+
+
+def test_result_types(rng):
+    src, snk, e = random_graph(rng, (5, 7), high=20)
+    result = maxflow_grid(src, snk, e, backend="cpu")
+    flow, labels, stats = result  # a NamedTuple
+    assert type(flow) is int
+    assert type(labels) is np.ndarray
+    assert labels.dtype == np.uint8
+    assert labels.shape == (5, 7)
+    assert {"backend", "time_s"} <= set(stats)
+    assert stats["backend"] == "cpu"
+    assert isinstance(stats["time_s"], float)
+    ge = grid_graph(src, snk, e)
+    again = maxflow_grid(ge, backend="cpu")
+    assert again.flow == flow
+    assert ge.energy(labels) == flow  # constant 0: E(labels) is the cut
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                   np.int16])
+def test_integer_dtypes(dtype, rng):
+    src, snk, e = random_graph(rng, (6, 5), high=100)
+    want = maxflow_grid(src, snk, e, backend="cpu").flow
+    cast = [a.astype(dtype) for a in (src, snk, e)]
+    result = maxflow_grid(*cast, backend="cpu")
+    check_mincut(result, src, snk, e, flow=want)
+
+
+def test_non_contiguous_inputs(rng):
+    src, snk, e = random_graph(rng, (9, 8), high=50)
+    want = maxflow_grid(src, snk, e, backend="cpu")
+    # the same graph through Fortran-ordered and strided views
+    big = np.zeros((4, 18, 16), dtype=np.int32)
+    big[:, ::2, ::2] = e
+    result = maxflow_grid(np.asfortranarray(src), snk.copy(order="F"), big[:, ::2, ::2],
+                          backend="cpu")
+    check_mincut(result, src, snk, e, flow=want.flow)
+
+
+def test_float_capacities_with_scale(rng):
+    src, snk, e = random_graph(rng, (5, 6), high=40)
+    want = maxflow_grid(src, snk, e, backend="cpu").flow
+    result = maxflow_grid(src / 4.0, snk / 4.0, e / 4.0, scale=4.0, backend="cpu")
+    check_mincut(result, src, snk, e, flow=want)
+
+
+def test_inputs_not_modified_and_border_ignored(rng):
+    shape = (5, 6)
+    src, snk, e = random_graph(rng, shape, high=30)
+    junk = e.copy()
+    junk[0][:, -1] = 7  # +x arcs leaving the last column
+    junk[1][:, 0] = 8  # -x arcs leaving the first column
+    junk[2][-1, :] = 9
+    junk[3][0, :] = 10
+    saved = junk.copy()
+    clean = e.copy()
+    for k, sl in enumerate([np.s_[:, -1], np.s_[:, 0], np.s_[-1, :], np.s_[0, :]]):
+        clean[k][sl] = 0
+    result = maxflow_grid(src, snk, junk, backend="cpu")
+    np.testing.assert_array_equal(junk, saved)
+    check_mincut(result, src, snk, clean, flow=scipy_maxflow(src, snk, clean))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0), (0, 3, 3), (2, 0, 4)],
+                         ids=str)
+def test_empty_grid(shape, backend):
+    z = np.zeros(shape, dtype=np.int32)
+    result = maxflow_grid(z, z.copy(), empty_edges(shape), backend=backend)
+    assert result.flow == 0
+    assert type(result.flow) is int
+    assert result.labels.shape == shape
+    assert result.labels.dtype == np.uint8
+    ge = grid_energy(np.zeros((*shape, 2), dtype=np.int32),
+                     weights=np.zeros((len(shape), *shape), dtype=np.int32))
+    assert maxflow_grid(ge, backend=backend).flow == 0
+
+
+# ------------------------------------------------------------------- bad input
+
+
+def test_bad_inputs(rng):
+    src, snk, e = random_graph(rng, (3, 4), high=5)
+    ge = grid_graph(src, snk, e)
+    with pytest.raises(TypeError, match="either a GridEnergy"):
+        maxflow_grid(ge, snk, e)
+    with pytest.raises(TypeError, match="either a GridEnergy"):
+        maxflow_grid(ge, edges=e)
+    with pytest.raises(TypeError, match="scale"):
+        maxflow_grid(ge, scale=2.0)
+    with pytest.raises(TypeError, match="sink"):
+        maxflow_grid(src)
+    with pytest.raises(TypeError, match="edges"):
+        maxflow_grid(src, snk)
+    with pytest.raises(TypeError, match="source has floating dtype"):
+        maxflow_grid(src.astype(np.float64), snk, e)
+    with pytest.raises(ValueError, match="edges must have shape"):
+        maxflow_grid(src, snk, e[:2])
+    with pytest.raises(ValueError, match="sink must be non-negative"):
+        maxflow_grid(src, -snk - 1, e)
+    for bogus in ["bogus", "CUDA", "", None, 1]:
+        with pytest.raises(ValueError, match="backend must be one of"):
+            maxflow_grid(ge, backend=bogus)
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is present: backend='gpu' runs")
+def test_explicit_gpu_without_device():
+    src, snk, e = random_graph(np.random.default_rng(0), (3, 3))
+    with pytest.raises(BackendUnavailableError, match="backend='gpu' was requested"):
+        maxflow_grid(src, snk, e, backend="gpu")
+    # never a silent fallback, and it is a RuntimeError, not a ValueError
+    with pytest.raises(RuntimeError):
+        maxflow_grid(grid_graph(src, snk, e), backend="gpu")
+
+
+def test_backend_environment(monkeypatch, rng):
+    src, snk, e = random_graph(rng, (4, 4), high=9)
+    monkeypatch.setenv("VISION_CUTS_BACKEND", "cpu")
+    result = maxflow_grid(src, snk, e)
+    assert result.stats["backend"] == "cpu"
+    check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
+    monkeypatch.setenv("VISION_CUTS_BACKEND", " CPU ")
+    assert maxflow_grid(src, snk, e).stats["backend"] == "cpu"
+    monkeypatch.setenv("VISION_CUTS_BACKEND", "bogus")
+    with pytest.raises(ValueError, match="VISION_CUTS_BACKEND"):
+        maxflow_grid(src, snk, e)
+    # an explicit backend is not overridden by the environment
+    assert maxflow_grid(src, snk, e, backend="cpu").stats["backend"] == "cpu"
+    if not gpu_available():
+        monkeypatch.setenv("VISION_CUTS_BACKEND", "gpu")
+        with pytest.raises(BackendUnavailableError):
+            maxflow_grid(src, snk, e)
+
+
+# ------------------------------------------------------------ backend agreement
+
+
+def _agreement_instance(rng, i):
+    if i % 5 == 4:  # a grid energy with negative unaries and per-edge terms
+        shape = (int(rng.integers(1, 12)), int(rng.integers(1, 12)))
+        unary = rng.integers(-30, 30, size=(*shape, 2))
+        weights = rng.integers(0, 20, size=(2, *shape))
+        return grid_energy(unary, weights=weights)
+    ndim = 2 if i % 3 else 3
+    hi = 40 if ndim == 2 else 9
+    shape = tuple(int(v) for v in rng.integers(1, hi, size=ndim))
+    high = [1, 10, 1000, 10**6][i % 4]
+    return grid_graph(*random_graph(rng, shape, high=high,
+                                    density=float(rng.uniform(0.1, 1.0)),
+                                    directed=bool(i % 2)))
+
+
+def test_backend_agreement(backend, rng):
+    """The CPU result is the specification: same flow, cut capacity == flow."""
+    cp = pytest.importorskip("cupy") if backend == "gpu" else None
+    for i in range(50):
+        ge = _agreement_instance(rng, i)
+        want = maxflow_grid(ge, backend="cpu")
+        result = maxflow_grid(ge, backend=backend)
+        assert result.flow == want.flow, f"instance {i}"
+        assert type(result.flow) is int
+        assert type(result.labels) is np.ndarray
+        assert result.labels.dtype == np.uint8
+        assert result.stats["backend"] == backend
+        assert cut_capacity(ge.source, ge.sink, ge.edges, result.labels) == result.flow
+        assert ge.energy(result.labels) == ge.energy(want.labels)
+        if cp is not None:  # CuPy in -> CuPy out
+            dev = GridEnergy(cp.asarray(ge.source), cp.asarray(ge.sink),
+                             cp.asarray(ge.edges), ge.constant)
+            on_dev = maxflow_grid(dev, backend=backend)
+            assert isinstance(on_dev.labels, cp.ndarray)
+            assert on_dev.labels.dtype == cp.uint8
+            assert on_dev.flow == want.flow
+            labels = to_numpy(on_dev.labels)
+            assert cut_capacity(ge.source, ge.sink, ge.edges, labels) == want.flow
+            auto = maxflow_grid(cp.asarray(ge.source), cp.asarray(ge.sink),
+                                cp.asarray(ge.edges))
+            assert isinstance(auto.labels, cp.ndarray)
+            assert auto.flow == want.flow
+
