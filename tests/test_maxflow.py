@@ -561,3 +561,68 @@ def test_backend_agreement(backend, rng):
             assert isinstance(auto.labels, cp.ndarray)
             assert auto.flow == want.flow
 
+
+
+# ---- multi-threaded strip merging -------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_strip_merging_is_exact(rng, monkeypatch, threads):
+    """Strips solved on their own threads, then merged: same flow and labels."""
+    import vision_cuts._maxflow_cpu as cpu
+
+    monkeypatch.setattr(cpu, "_MIN_NODES_PER_STRIP", 4)
+
+    strips_seen = set()
+    for i in range(30):
+        nd = 2 if i % 3 else 3
+        shape = tuple(int(v) for v in rng.integers(8, 28 if nd == 2 else 10, size=nd))
+        s, t, e = random_graph(rng, shape, high=int(rng.choice([3, 50, 10**6])),
+                               density=float(rng.uniform(0.3, 1.0)))
+        g = grid_graph(s, t, e)
+        flow, labels, stats = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges,
+                                                   threads=threads)
+        strips_seen.add(stats["strips"])
+        assert flow == scipy_maxflow(g.source, g.sink, g.edges)
+        assert cut_capacity(g.source, g.sink, g.edges, labels) == flow
+        flow1, labels1, stats1 = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges,
+                                                      threads=1)
+        assert stats1["strips"] == 1
+        assert flow1 == flow
+        # the source side of every maximum flow's residual graph is the same set
+        np.testing.assert_array_equal(labels1, labels)
+    assert max(strips_seen) > 1
+
+
+def test_strip_merging_segmentation_energy():
+    """A real segmentation energy large enough for the default strip size."""
+    import cv2
+    import skimage.data
+
+    import vision_cuts._maxflow_cpu as cpu
+
+    img = cv2.resize(skimage.data.coffee(), (512, 400), interpolation=cv2.INTER_AREA)
+    unary, weights = synthetic.segmentation_problem(img)
+    e = grid_energy(unary, weights=weights)
+    flow4, labels4, stats4 = cpu.maxflow_grid_cpu(e.source, e.sink, e.edges, threads=4)
+    flow1, labels1, _ = cpu.maxflow_grid_cpu(e.source, e.sink, e.edges, threads=1)
+    assert stats4["strips"] > 1
+    assert flow4 == flow1
+    np.testing.assert_array_equal(labels4, labels1)
+    assert e.energy(labels4) == e.constant + flow4 == pymaxflow_potts_energy(unary,
+                                                                              weights)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_threads_env_rejected(monkeypatch, value):
+    monkeypatch.setenv("VISION_CUTS_THREADS", value)
+    g = grid_graph(*[np.ones(s, np.int32) for s in [(4, 4), (4, 4), (4, 4, 4)]])
+    with pytest.raises(ValueError, match="VISION_CUTS_THREADS must be a positive"):
+        maxflow_grid(g, backend="cpu")
+
+
+def test_threads_env_used(monkeypatch):
+    import vision_cuts._maxflow_cpu as cpu
+
+    monkeypatch.setenv("VISION_CUTS_THREADS", "3")
+    assert cpu.default_threads() == 3
