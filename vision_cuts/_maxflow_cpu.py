@@ -102,6 +102,20 @@ def _build(source, sink, edges, nz, ny, nx, dims, K, st):
                 st[b + K] = np.int32(s - t)
                 for k in range(K):
                     st[b + k] = edges[k * n + i]
+                # arcs that would leave the grid do not exist, whatever the input says
+                if x == nx - 1:
+                    st[b + 0] = 0
+                if x == 0:
+                    st[b + 1] = 0
+                if y == ny - 1:
+                    st[b + 2] = 0
+                if y == 0:
+                    st[b + 3] = 0
+                if K == 6:
+                    if z == nz - 1:
+                        st[b + 4] = 0
+                    if z == 0:
+                        st[b + 5] = 0
     return flow0
 
 
@@ -513,7 +527,8 @@ def maxflow_grid_cpu(
     """Exact max-flow / min-cut of a validated grid graph on the CPU.
 
     Inputs are C-contiguous int32 arrays as produced by :func:`vision_cuts.grid_graph`
-    (border arcs zero, arc pairs within int32). Returns ``(flow, labels, stats)``.
+    (arc pairs within int32; arcs that would leave the grid are ignored here too).
+    Returns ``(flow, labels, stats)``.
 
     With several threads the grid is cut into strips along its first axis; the arcs
     crossing strip borders are removed, each strip is solved on its own thread

@@ -1,0 +1,417 @@
+"""GPU grid max-flow: randomized differential test against the CPU solver, and timings.
+
+Part 1 (``--diff N``): N random 2-D and 3-D grids (1 x 1 up to ~300 x 300 and 40^3; zero
+capacities, directed arcs, capacities near int32 max with arc-pair sums <= 2**31 - 1,
+small tiles that put most arcs on a tile border), each solved once on the CPU
+(``vision_cuts._maxflow_cpu.maxflow_grid_cpu``) and ``--repeats`` times on the GPU. A
+case passes when every GPU flow equals the CPU flow and the capacity of every GPU cut
+(``grid_graph(...).energy(labels)``) equals the flow. Races would show up as GPU answers
+that vary between repeats.
+
+Part 2 (``--bench``): solve time of segmentation energies (scikit-image's astronaut
+resized to ``--sizes`` megapixels, ``datasets.synthetic.segmentation_problem``) and
+noisy volumes (``volume_problem(n)`` for ``--volumes``), device arrays in, after one
+warm-up, median of ``--runs`` runs (the solver synchronises before it returns). Flows
+are checked against the CPU solver (``--cpu-max`` nodes at most) and every cut against
+its flow. ``--configs`` times other solver settings (see ``parse_configs``);
+``--profile`` adds one solve per setting with CUDA-event phase times.
+
+Usage (vision_cuts installed, or importable with its ``kernels`` package; in a plain
+source tree ``vision_cuts.kernels`` does not exist, see benchmarks/NOTES_gpu_grid.md)::
+
+    python -P benchmarks/gpu_grid_check.py --diff 300 --repeats 3 --seed 6 7
+    python -P benchmarks/gpu_grid_check.py --bench --profile --sizes 0.3 2 4 8 \
+        --volumes 128 256 --runs 7 --configs "def;def,tail2;def,scan1"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+# an installed vision_cuts (with vision_cuts.kernels) wins over the source tree
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+try:
+    from vision_cuts.datasets import synthetic
+except ImportError:  # source tree: datasets/ is a top-level folder
+    from datasets import synthetic
+
+INT32_MAX = 2**31 - 1
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---------------------------------------------------------------------------- problems
+def _pair_slices(nd, d):
+    ax = nd - 1 - d
+    tail = [slice(None)] * nd
+    head = [slice(None)] * nd
+    tail[ax] = slice(None, -1)
+    head[ax] = slice(1, None)
+    return tuple(tail), tuple(head)
+
+
+def big_graph(shape, rng):
+    """Capacities near int32 max; forward + backward of every arc pair <= 2**31 - 1."""
+    nd = len(shape)
+    top = INT32_MAX
+    s = rng.integers(top // 2, top, size=shape, endpoint=True)
+    t = rng.integers(top // 2, top, size=shape, endpoint=True)
+    s[rng.random(shape) < 0.3] = 0
+    t[rng.random(shape) < 0.3] = 0
+    e = np.zeros((2 * nd, *shape), dtype=np.int64)
+    for d in range(nd):
+        tail, head = _pair_slices(nd, d)
+        f = rng.integers(0, top, size=e[2 * d][tail].shape, endpoint=True)
+        share = rng.random(f.shape)
+        fwd = (f * share).astype(np.int64)
+        bwd = f - fwd
+        fwd[rng.random(f.shape) < 0.2] = 0
+        e[2 * d][tail] = fwd
+        e[2 * d + 1][head] = bwd
+    return s.astype(np.int32), t.astype(np.int32), e.astype(np.int32)
+
+
+def random_case(i, rng):
+    """(kind, shape, source, sink, edges, solver kwargs) of differential case i."""
+    random_grid_graph = synthetic.random_grid_graph
+    nd = 3 if i % 4 == 3 else 2
+    r = rng.random()
+    if nd == 2:
+        if r < 0.1:
+            shape = (1, 1)
+        elif r < 0.6:
+            shape = tuple(int(v) for v in rng.integers(1, 40, size=2))
+        elif r < 0.9:
+            shape = tuple(int(v) for v in rng.integers(30, 160, size=2))
+        else:
+            shape = tuple(int(v) for v in rng.integers(200, 301, size=2))
+    else:
+        if r < 0.6:
+            shape = tuple(int(v) for v in rng.integers(1, 12, size=3))
+        elif r < 0.9:
+            shape = tuple(int(v) for v in rng.integers(8, 25, size=3))
+        else:
+            shape = tuple(int(v) for v in rng.integers(30, 41, size=3))
+    kind = ["random", "random", "random", "big", "zeros", "sparse"][i % 6]
+    if kind == "big":
+        s, t, e = big_graph(shape, rng)
+    elif kind == "zeros":
+        s, t, e = random_grid_graph(shape, rng, high=50, density=0.5)
+        which = rng.integers(0, 4)
+        if which == 0:
+            s[:] = 0
+        elif which == 1:
+            t[:] = 0
+        elif which == 2:
+            e[:] = 0
+        else:
+            s[:] = 0
+            t[:] = 0
+    elif kind == "sparse":
+        s, t, e = random_grid_graph(
+            shape,
+            rng,
+            high=int(rng.choice([2, 3, 5])),
+            density=float(rng.uniform(0.2, 0.6)),
+        )
+    else:
+        s, t, e = random_grid_graph(
+            shape,
+            rng,
+            high=int(rng.choice([2, 10, 100, 10**5])),
+            density=float(rng.uniform(0.3, 1.0)),
+            directed=bool(rng.random() < 0.7),
+        )
+    kw = {}
+    q = rng.random()
+    if q < 0.35:  # small tiles: most arcs cross a tile border
+        kw["tile"] = (4, 4, 1) if nd == 2 else (4, 2, 2)
+    elif q < 0.5:
+        kw["tile"] = (8, 2, 1) if nd == 2 else (8, 4, 4)
+    if rng.random() < 0.3:
+        kw["local_iters"] = int(rng.choice([1, 2, 5, 100]))
+    if rng.random() < 0.3:
+        kw["sweeps_per_relabel"] = int(rng.choice([1, 2, 16]))
+    if rng.random() < 0.3:
+        kw["tail_sweeps"] = int(rng.choice([1, 3, 8]))
+    q = rng.random()
+    if q < 0.2:  # the other BFS relaxation, the other push register budget
+        kw["defines"] = {"BFS_SCAN": 1}
+    elif q < 0.3:
+        kw["defines"] = {"PR_MIN_BLOCKS": 1}
+    return kind, shape, s, t, e, kw
+
+
+def diff_test(count, repeats, seed, out):
+    import cupy
+
+    from vision_cuts import _maxflow_gpu, grid_graph
+    from vision_cuts._maxflow_cpu import maxflow_grid_cpu
+
+    def maxflow_grid_gpu(*args, defines=None, **kw):
+        _maxflow_gpu._EXTRA_DEFINES.clear()
+        _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
+        try:
+            return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
+        finally:
+            _maxflow_gpu._EXTRA_DEFINES.clear()
+
+    rng = np.random.default_rng(seed)
+    fails = []
+    n2 = n3 = 0
+    t0 = time.perf_counter()
+    for i in range(count):
+        kind, shape, s, t, e, kw = random_case(i, rng)
+        g = grid_graph(s, t, e)
+        f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+        flows, cuts = [], []
+        for r in range(repeats):
+            if r % 2:  # CuPy in
+                args = (
+                    cupy.asarray(g.source),
+                    cupy.asarray(g.sink),
+                    cupy.asarray(g.edges),
+                )
+            else:
+                args = (g.source, g.sink, g.edges)
+            f, lab, st = maxflow_grid_gpu(*args, max_rounds=5000, **kw)
+            assert lab.shape == shape and lab.dtype == np.uint8
+            flows.append(int(f))
+            cuts.append(g.energy(lab.get()))
+        ok = all(f == f_cpu for f in flows) and all(c == f_cpu for c in cuts)
+        if len(shape) == 2:
+            n2 += 1
+        else:
+            n3 += 1
+        if not ok:
+            fails.append(
+                {
+                    "case": i,
+                    "kind": kind,
+                    "shape": shape,
+                    "kw": kw,
+                    "cpu": f_cpu,
+                    "gpu": flows,
+                    "cut": cuts,
+                }
+            )
+            log(
+                f"FAIL case {i} {kind} {shape} {kw}: cpu {f_cpu} gpu {flows} cut {cuts}"
+            )
+    dt = time.perf_counter() - t0
+    log(
+        f"diff: {count} cases ({n2} 2-D, {n3} 3-D) x {repeats} GPU repeats, "
+        f"{len(fails)} failed, {dt:.1f} s"
+    )
+    if out:
+        with open(os.path.join(out, f"diff_seed{seed}.json"), "w") as fh:
+            json.dump(
+                {"count": count, "repeats": repeats, "fails": fails}, fh, indent=1
+            )
+    return len(fails)
+
+
+# ---------------------------------------------------------------------------- timing
+def seg_energy(mp):
+    import cv2
+    import skimage.data
+
+    from vision_cuts import grid_energy
+
+    img = skimage.data.astronaut()
+    f = math.sqrt(mp * 1e6 / (img.shape[0] * img.shape[1]))
+    h, w = round(img.shape[0] * f), round(img.shape[1] * f)
+    img = cv2.resize(
+        img, (w, h), interpolation=cv2.INTER_LINEAR if f > 1 else cv2.INTER_AREA
+    )
+    u, wts = synthetic.segmentation_problem(img)
+    return f"seg {mp:g} MP {h}x{w}", grid_energy(u, weights=wts)
+
+
+def vol_energy(n):
+    from vision_cuts import grid_energy
+
+    u, wts = synthetic.volume_problem(n)
+    return f"vol {n}^3", grid_energy(u, weights=wts)
+
+
+def parse_configs(text):
+    """``"tok,tok;tok;..."`` -> solver keyword dicts (empty text: the defaults).
+
+    Tokens: ``itN`` local_iters, ``RN`` sweeps_per_relabel, ``tailN`` tail_sweeps,
+    ``tXxYxZ`` tile, ``g0`` no CUDA graph, ``def`` nothing (the defaults), and
+    compile-time constants through ``_maxflow_gpu._EXTRA_DEFINES``: ``mbN``
+    (PR_MIN_BLOCKS), ``scan0`` (BFS_SCAN 0).
+    """
+    if not text:
+        return [{}]
+    out = []
+    for c in text.split(";"):
+        kw, defines = {}, {}
+        for tok in c.split(","):
+            if tok == "def":
+                continue
+            if tok == "g0":
+                kw["graph"] = False
+            elif tok in ("scan0", "scan1"):
+                defines["BFS_SCAN"] = int(tok[4:])
+            elif tok.startswith("mb"):
+                defines["PR_MIN_BLOCKS"] = int(tok[2:])
+            elif tok.startswith("it"):
+                kw["local_iters"] = int(tok[2:])
+            elif tok.startswith("tail"):
+                kw["tail_sweeps"] = int(tok[4:])
+            elif tok.startswith("R"):
+                kw["sweeps_per_relabel"] = int(tok[1:])
+            elif tok.startswith("t"):
+                kw["tile"] = tuple(int(v) for v in tok[1:].split("x"))
+            else:
+                raise ValueError(f"unknown config token {tok!r}")
+        if defines:
+            kw["defines"] = defines
+        out.append(kw)
+    return out
+
+
+def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
+    import cupy
+
+    from vision_cuts import _maxflow_gpu, grid_graph
+    from vision_cuts._maxflow_cpu import maxflow_grid_cpu
+
+    def maxflow_grid_gpu(*args, defines=None, **kw):
+        _maxflow_gpu._EXTRA_DEFINES.clear()
+        _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
+        try:
+            return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
+        finally:
+            _maxflow_gpu._EXTRA_DEFINES.clear()
+
+    rows = []
+    problems = [lambda m=m: seg_energy(m) for m in sizes] + [
+        lambda v=v: vol_energy(v) for v in volumes
+    ]
+    for make in problems:
+        name, en = make()
+        n = en.source.size
+        g = grid_graph(en.source, en.sink, en.edges)
+        f_cpu, cpu_s = None, None
+        if n <= cpu_max:
+            f_cpu, _, st = maxflow_grid_cpu(g.source, g.sink, g.edges)
+            cpu_s = st.get("solve_s", st["time_s"])
+        dsrc, dsnk, dedg = (cupy.asarray(a) for a in (g.source, g.sink, g.edges))
+        gd = grid_graph(dsrc, dsnk, dedg)
+        for kw in configs:
+            if "tile" in kw and (kw["tile"][2] != 1) != (len(g.shape) == 3):
+                continue
+            f, lab, st = maxflow_grid_gpu(dsrc, dsnk, dedg, **kw)  # warm-up
+            cut = gd.energy(lab)
+            times = []
+            for _ in range(runs):
+                cupy.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                f2, lab2, st2 = maxflow_grid_gpu(dsrc, dsnk, dedg, **kw)
+                times.append(time.perf_counter() - t0)
+                if f2 != f:
+                    log(f"  VARYING FLOW {name}: {f} vs {f2}")
+            prof = {}
+            if profile:
+                _, _, sp = maxflow_grid_gpu(dsrc, dsnk, dedg, profile=True, **kw)
+                prof = {k: round(v, 3) for k, v in sp.items() if k.endswith("_ms")}
+                prof["push_ms_rounds"] = sp["push_ms_rounds"]
+                prof["wall_ms"] = round(sp["time_s"] * 1e3, 3)
+            ms = statistics.median(times) * 1e3
+            ok = (cut == f) and (f_cpu is None or f_cpu == f)
+            cfg = (
+                ",".join(f"{k}={v}" for k, v in kw.items())
+                .replace("local_iters", "it")
+                .replace("sweeps_per_relabel", "R")
+                or "defaults"
+            )
+            row = {
+                "problem": name,
+                "nodes": n,
+                "config": cfg,
+                "ms": round(ms, 3),
+                "min_ms": round(min(times) * 1e3, 3),
+                "sweeps": st["sweeps"],
+                "global_relabels": st["global_relabels"],
+                "graph": st.get("graph"),
+                "flow": f,
+                "cpu_flow": f_cpu,
+                "cut_ok": cut == f,
+                "ok": ok,
+                "cpu_ms": None if cpu_s is None else round(cpu_s * 1e3, 1),
+                "active": st["active"][:12],
+                **prof,
+            }
+            rows.append(row)
+            log(
+                f"{name:20s} {cfg:44s} {ms:8.2f} ms sweeps {st['sweeps']:4d} "
+                f"GR {st['global_relabels']:3d} ok={ok} {prof} active {st['active']}"
+            )
+        del dsrc, dsnk, dedg, gd
+        cupy.get_default_memory_pool().free_all_blocks()
+    if out:
+        with open(os.path.join(out, "bench.json"), "w") as fh:
+            json.dump(rows, fh, indent=1)
+    log(
+        "\nproblem              config                                       "
+        "      ms sweeps  GR ok    cpu_ms  first/push/relabel/result ms"
+    )
+    for r in rows:
+        ph = "/".join(
+            str(r.get(k, ""))
+            for k in ("first_relabel_ms", "push_ms", "relabel_ms", "result_ms")
+        )
+        log(
+            f"{r['problem']:20s} {r['config']:44s} {r['ms']:8.2f} {r['sweeps']:6d}"
+            f" {r['global_relabels']:3d} {str(r['ok']):5s} {r['cpu_ms']} {ph}"
+        )
+    return sum(not r["ok"] for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--diff", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, nargs="+", default=[0])
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--sizes", type=float, nargs="*", default=[0.3, 2, 4, 8])
+    ap.add_argument("--volumes", type=int, nargs="*", default=[128, 256])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--cpu-max", type=int, default=9_000_000)
+    ap.add_argument(
+        "--configs",
+        default="",
+        help='"it32,R4,tail8,t32x32x1,g0,mb2,scan0;def;..." (see parse_configs)',
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="one more solve per config with CUDA-event phase times",
+    )
+    ap.add_argument("--out", default=os.environ.get("OUT", ""))
+    a = ap.parse_args()
+    configs = parse_configs(a.configs)
+    bad = 0
+    if a.diff:
+        for seed in a.seed:
+            bad += diff_test(a.diff, a.repeats, seed, a.out)
+    if a.bench:
+        bad += bench(a.sizes, a.volumes, a.runs, a.cpu_max, configs, a.profile, a.out)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+// common.cuh: shared helpers of the grid max-flow kernels.
+//
+// Included by grid_push_relabel.cu and grid_bfs.cu. vision_cuts/_kernels.py inlines it
+// (the line `#include "common.cuh"`), nvcc finds it beside the .cu file, so every .cu
+// file still compiles on its own: `nvcc --ptx -arch=sm_80 -std=c++17 grid_bfs.cu`.
+//
+// Memory layout (vision_cuts/_maxflow_gpu.py allocates it):
+//   a grid of (nz, ny, nx) nodes in C order (x = last axis, nz = 1 in 2-D), flat index
+//   g = (z * ny + y) * nx + x of type IDX_T; arc planes rc[k * n + g] (structure of
+//   arrays, int32), k = 0..K-1 = +x, -x, +y, -y, +z, -z; the reverse of plane k is
+//   plane k ^ 1. Arcs that leave the grid have zero capacity.
+//
+// Tiles: a thread block owns one tile of TILE_X x TILE_Y x TILE_Z nodes, one node per
+// thread (threadIdx.x = (lz * TILE_Y + ly) * TILE_X + lx); tiles are numbered
+// (tz * nty + ty) * ntx + tx and launched as a 1-D grid. Heights of the tile and of its
+// one-node halo (faces only; 4-/6-connectivity needs no corners) live in shared memory
+// as an (HZ, HY, HX) box.
+//
+// Compile-time constants (Python prepends `#define`s; the defaults below are 2-D):
+//   NDIM    2 or 3 (K = 2 * NDIM arc planes)
+//   TILE_X, TILE_Y, TILE_Z   tile shape, TILE_X * TILE_Y * TILE_Z <= 1024 threads,
+//           TILE_Z = 1 in 2-D
+//   IDX_T   integer type of flat node / arc indices: int, or long long when
+//           K * n > 2**31 - 1 (chosen by Python, as CuPy's _get_inttype does)
+//   VC_INF  height of a node that cannot reach the sink (> any finite height <= n;
+//           VC_INF + 255 still fits an int, the BFS line scans add up to 31)
+#ifndef VC_COMMON_CUH
+#define VC_COMMON_CUH
+
+#ifndef NDIM
+#define NDIM 2
+#endif
+#ifndef TILE_X
+#define TILE_X 32
+#endif
+#ifndef TILE_Y
+#if NDIM == 2
+#define TILE_Y 32
+#else
+#define TILE_Y 8
+#endif
+#endif
+#ifndef TILE_Z
+#if NDIM == 2
+#define TILE_Z 1
+#else
+#define TILE_Z 8
+#endif
+#endif
+#ifndef IDX_T
+#define IDX_T int
+#endif
+#ifndef VC_INF
+#define VC_INF 0x7FFFFF00
+#endif
+
+#if NDIM != 2 && NDIM != 3
+#error "NDIM must be 2 or 3"
+#endif
+#if NDIM == 2 && TILE_Z != 1
+#error "a 2-D tile has TILE_Z == 1"
+#endif
+#if TILE_X * TILE_Y * TILE_Z > 1024
+#error "a tile is one thread block: TILE_X * TILE_Y * TILE_Z <= 1024"
+#endif
+
+#define VC_K (2 * NDIM)
+#define VC_NT (TILE_X * TILE_Y * TILE_Z)
+#define VC_HX (TILE_X + 2)
+#define VC_HY (TILE_Y + 2)
+#if NDIM == 3
+#define VC_HZ (TILE_Z + 2)
+#else
+#define VC_HZ 1
+#endif
+#define VC_HN (VC_HX * VC_HY * VC_HZ)
+
+typedef unsigned long long vc_u64;
+
+// Where this thread's node sits: local and global coordinates, tile coordinates.
+struct vc_node {
+    int t;              // thread index in the block = local node index
+    int lx, ly, lz;     // coordinates inside the tile
+    int tx, ty, tz;     // tile coordinates
+    int tile;           // flat tile index
+    bool inside;        // the node exists (partial tiles at the far borders)
+    IDX_T g;            // flat global index (valid when inside)
+    int hi;             // index in the (HZ, HY, HX) halo box
+};
+
+__device__ __forceinline__ vc_node vc_make_node(int tx, int ty, int tz, int nx, int ny,
+                                                int nz, int ntx, int nty) {
+    vc_node a;
+    a.t = threadIdx.x;
+    a.lx = a.t % TILE_X;
+    a.ly = (a.t / TILE_X) % TILE_Y;
+    a.lz = a.t / (TILE_X * TILE_Y);
+    a.tx = tx;
+    a.ty = ty;
+    a.tz = tz;
+    a.tile = (tz * nty + ty) * ntx + tx;
+    const int x = tx * TILE_X + a.lx;
+    const int y = ty * TILE_Y + a.ly;
+    const int z = tz * TILE_Z + a.lz;
+    a.inside = x < nx && y < ny && z < nz;
+    a.g = ((IDX_T)z * ny + y) * nx + x;
+#if NDIM == 3
+    a.hi = ((a.lz + 1) * VC_HY + a.ly + 1) * VC_HX + a.lx + 1;
+#else
+    a.hi = (a.ly + 1) * VC_HX + a.lx + 1;
+#endif
+    return a;
+}
+
+// Tile coordinates of block b of a launch over all tiles.
+__device__ __forceinline__ void vc_tile_of_block(int b, int ntx, int nty, int& tx,
+                                                 int& ty, int& tz) {
+    tx = b % ntx;
+    const int r = b / ntx;
+    ty = r % nty;
+    tz = r / nty;
+}
+
+// Offset of the neighbour in direction k: in the halo box, inside the tile, in the grid,
+// in the tile numbering. k is a compile-time constant after unrolling.
+__device__ __forceinline__ int vc_halo_off(int k) {
+    switch (k) {
+        case 0: return 1;
+        case 1: return -1;
+        case 2: return VC_HX;
+        case 3: return -VC_HX;
+        case 4: return VC_HX * VC_HY;
+        default: return -VC_HX * VC_HY;
+    }
+}
+
+__device__ __forceinline__ int vc_local_off(int k) {
+    switch (k) {
+        case 0: return 1;
+        case 1: return -1;
+        case 2: return TILE_X;
+        case 3: return -TILE_X;
+        case 4: return TILE_X * TILE_Y;
+        default: return -TILE_X * TILE_Y;
+    }
+}
+
+__device__ __forceinline__ IDX_T vc_grid_off(int k, int nx, int ny) {
+    switch (k) {
+        case 0: return 1;
+        case 1: return -1;
+        case 2: return nx;
+        case 3: return -(IDX_T)nx;
+        case 4: return (IDX_T)nx * ny;
+        default: return -((IDX_T)nx * ny);
+    }
+}
+
+__device__ __forceinline__ int vc_tile_off(int k, int ntx, int nty) {
+    switch (k) {
+        case 0: return 1;
+        case 1: return -1;
+        case 2: return ntx;
+        case 3: return -ntx;
+        case 4: return ntx * nty;
+        default: return -ntx * nty;
+    }
+}
+
+// Is the neighbour in direction k inside the same tile?
+__device__ __forceinline__ bool vc_in_tile(const vc_node& a, int k) {
+    switch (k) {
+        case 0: return a.lx + 1 < TILE_X;
+        case 1: return a.lx > 0;
+        case 2: return a.ly + 1 < TILE_Y;
+        case 3: return a.ly > 0;
+        case 4: return a.lz + 1 < TILE_Z;
+        default: return a.lz > 0;
+    }
+}
+
+// Does the neighbour tile in direction k exist?
+__device__ __forceinline__ bool vc_tile_exists(const vc_node& a, int k, int ntx, int nty,
+                                               int ntz) {
+    switch (k) {
+        case 0: return a.tx + 1 < ntx;
+        case 1: return a.tx > 0;
+        case 2: return a.ty + 1 < nty;
+        case 3: return a.ty > 0;
+        case 4: return a.tz + 1 < ntz;
+        default: return a.tz > 0;
+    }
+}
+
+// Load a global height: plain, or through L2 only (__ldcg) where other blocks of the same
+// launch write the heights (the L1 caches of the SMs are not coherent).
+template <bool CG>
+__device__ __forceinline__ int vc_ld(const int* p) {
+    if (CG) return __ldcg(p);
+    return *p;
+}
+
+// Fill the halo of s_h (heights in shared memory) from the global heights h: each thread
+// on a tile face loads its outward neighbour; neighbours outside the grid get VC_INF.
+// The caller writes its own s_h[a.hi] and synchronises afterwards.
+template <bool CG>
+__device__ __forceinline__ void vc_load_halo(int* s_h, const int* h,
+                                             const vc_node& a, int nx, int ny, int nz) {
+    const int x = a.tx * TILE_X + a.lx;
+    const int y = a.ty * TILE_Y + a.ly;
+    if (a.lx == 0) s_h[a.hi - 1] = (a.inside && x > 0) ? vc_ld<CG>(h + a.g - 1) : VC_INF;
+    if (a.lx == TILE_X - 1)
+        s_h[a.hi + 1] = (a.inside && x + 1 < nx) ? vc_ld<CG>(h + a.g + 1) : VC_INF;
+    if (a.ly == 0) s_h[a.hi - VC_HX] = (a.inside && y > 0) ? vc_ld<CG>(h + a.g - nx) : VC_INF;
+    if (a.ly == TILE_Y - 1)
+        s_h[a.hi + VC_HX] = (a.inside && y + 1 < ny) ? vc_ld<CG>(h + a.g + nx) : VC_INF;
+#if NDIM == 3
+    const int z = a.tz * TILE_Z + a.lz;
+    const IDX_T plane = (IDX_T)nx * ny;
+    if (a.lz == 0)
+        s_h[a.hi - VC_HX * VC_HY] = (a.inside && z > 0) ? vc_ld<CG>(h + a.g - plane) : VC_INF;
+    if (a.lz == TILE_Z - 1)
+        s_h[a.hi + VC_HX * VC_HY] =
+            (a.inside && z + 1 < nz) ? vc_ld<CG>(h + a.g + plane) : VC_INF;
+#else
+    (void)nz;
+#endif
+}
+
+#endif  // VC_COMMON_CUH

@@ -1,0 +1,217 @@
+// grid_push_relabel.cu: tiled push-relabel for 4-connected 2-D and 6-connected 3-D grids.
+//
+// Python caller: vision_cuts/_maxflow_gpu.py (maxflow_grid_gpu), through
+// vision_cuts/_kernels.get_module("grid_push_relabel.cu", defines).
+//
+// Memory layout (see common.cuh): n nodes in C order; rc[k * n + g] int32 residual arc
+// capacities (K planes); ex[g] uint64 excess (never negative); h[g] int32 heights
+// (VC_INF = cannot reach the sink); tcap[g] int32 residual capacity to the sink;
+// flags[tile] int32, nonzero when the tile may hold an active node.
+//
+// Kernels and launch geometry (block = VC_NT threads, one node per thread):
+//   gpr_init          1-D grid-stride over n: cancel terminal capacities
+//                     (ex = max(s - t, 0), tcap = max(t - s, 0)).
+//   gpr_push_tile     one block per tile of one checkerboard colour: grid =
+//                     ceil(ntx / 2) * nty * ntz blocks; a block with no tile returns.
+//   gpr_count_active  one block per tile (ntx * nty * ntz blocks): count the active
+//                     nodes (ex > 0, finite height) into out[0] and set the tile flags.
+//   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
+//                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
+//                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
+//
+// Algorithm (Hong's lock-free grid push-relabel as implemented on tiles, in the spirit of
+// Vineet & Narayanan "CUDA cuts" and Lupinska 2011): a launch processes the tiles of one
+// colour of a checkerboard over tiles ((tx + ty + tz) & 1 == colour). Neighbouring tiles
+// have the other colour and are idle, so their heights are constants of the launch (the
+// halo) and a push across the tile border can write the neighbour's excess (atomicAdd:
+// a node may receive from two tiles) and the reverse residual capacity (one writer: the
+// tail of the arc) straight to global memory. Inside the tile, up to `iters` rounds of
+//   push:    every active node u (ex > 0, h < VC_INF) sends min(ex, tcap) to the sink
+//            (h(u) == 1 whenever tcap > 0) and then min(ex, rc) along each admissible
+//            arc (h(u) == h(v) + 1)
+//   relabel: after a barrier, every node adds the pushes it received (the increases of
+//            its own residual entries) to its excess; a node still active gets
+//            h = min(h(v) + 1) over its residual arcs (VC_INF when none is finite or the
+//            minimum exceeds hmax = n), written to the other height buffer
+// run in shared memory. During a push round heights are fixed, so an arc and its reverse
+// are never both admissible: each residual entry has one writer and the round is
+// race-free without atomics in shared memory; only pushes across the tile border use
+// (global, 64-bit) atomics. The result of a launch is deterministic.
+// Heights are a valid labelling throughout (h(u) <= h(v) + 1 on residual arcs: pushes
+// keep it, relabels only raise heights), so a finite height is a lower bound on the
+// distance to the sink and VC_INF nodes can never reach it again.
+//
+// Compile-time constants (common.cuh): NDIM, TILE_X, TILE_Y, TILE_Z, IDX_T, VC_INF;
+// PR_MIN_BLOCKS (default 1): the minimum resident blocks per SM asked of the compiler
+// for gpr_push_tile (2 caps a 1024-thread block at 32 registers).
+// Shared memory per block: 2 * VC_HN * 4 + (4 * K + 1) * VC_NT bytes (26 KiB for
+// 32 x 32 in 2-D, 39 KiB for 16 x 8 x 8 in 3-D).
+#include "common.cuh"
+
+#ifndef PR_MIN_BLOCKS
+#define PR_MIN_BLOCKS 1  // __launch_bounds__ minimum resident blocks of gpr_push_tile
+#endif
+
+extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __restrict__ snk,
+                                    vc_u64* __restrict__ ex, int* __restrict__ tcap,
+                                    IDX_T n) {
+    const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
+    for (IDX_T i = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int s = src[i];
+        const int t = snk[i];
+        ex[i] = s > t ? (vc_u64)(s - t) : 0ull;
+        tcap[i] = t > s ? t - s : 0;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
+gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
+              int* __restrict__ tcap, int* __restrict__ flags, int nx, int ny, int nz,
+              int ntx, int nty, int ntz, int colour, int iters, int hmax, IDX_T n) {
+    // ---- which tile ---------------------------------------------------------------
+    const int nhx = (ntx + 1) / 2;
+    const int bx = blockIdx.x % nhx;
+    const int row = blockIdx.x / nhx;
+    const int ty = row % nty;
+    const int tz = row / nty;
+    const int tx = 2 * bx + ((colour + ty + tz) & 1);
+    if (tx >= ntx) return;
+    const int tile = (tz * nty + ty) * ntx + tx;
+    if (flags[tile] == 0) return;  // uniform over the block
+
+    __shared__ int s_h[2][VC_HN];  // heights, double-buffered: round i reads [i & 1]
+    __shared__ int s_rc[VC_K][VC_NT];
+    __shared__ unsigned char s_touch[VC_NT];  // a neighbour pushed to this node
+
+    const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
+    const int t = a.t;
+
+    // ---- load the tile ------------------------------------------------------------
+    vc_u64 e = 0;
+    int hh = VC_INF;
+    int tc = 0;
+    int r[VC_K];  // this node's residual capacities; s_rc holds the shared copy
+#pragma unroll
+    for (int k = 0; k < VC_K; ++k) r[k] = 0;
+    if (a.inside) {
+        e = ex[a.g];
+        hh = h[a.g];
+        tc = tcap[a.g];
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) r[k] = rc[(IDX_T)k * n + a.g];
+    }
+#pragma unroll
+    for (int k = 0; k < VC_K; ++k) s_rc[k][t] = r[k];
+    s_touch[t] = 0;
+    s_h[0][a.hi] = hh;
+    s_h[1][a.hi] = hh;
+    vc_load_halo<false>(s_h[0], h, a, nx, ny, nz);
+    vc_load_halo<false>(s_h[1], h, a, nx, ny, nz);
+
+    // ---- push / relabel rounds in shared memory -----------------------------------
+    // Round i: (barrier) push along admissible arcs, reading heights from s_h[b];
+    // (barrier) collect the pushes received, which show as increases of this node's
+    // own entries of s_rc (an arc and its reverse are never both admissible, so each
+    // entry has one writer), relabel, and write the height to s_h[b ^ 1]. No atomics
+    // in shared memory; two barriers per round.
+    int b = 0;
+    for (int it = 0; it < iters; ++it) {
+        const bool act = a.inside && e > 0 && hh < VC_INF;
+        if (!__syncthreads_or(act)) break;
+        if (act) {
+            if (tc > 0) {  // the sink is admissible: h == 1
+                const int d = e < (vc_u64)tc ? (int)e : tc;
+                tc -= d;
+                e -= (vc_u64)d;
+            }
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) {
+                if (e == 0) break;
+                const int hv = s_h[b][a.hi + vc_halo_off(k)];
+                if (hv + 1 != hh) continue;  // hv == VC_INF never matches: hh < VC_INF
+                if (r[k] <= 0) continue;
+                const int d = e < (vc_u64)r[k] ? (int)e : r[k];
+                r[k] -= d;
+                s_rc[k][t] = r[k];
+                e -= (vc_u64)d;
+                if (vc_in_tile(a, k)) {
+                    const int tv = t + vc_local_off(k);
+                    s_rc[k ^ 1][tv] += d;  // u is its only writer now
+                    s_touch[tv] = 1;
+                } else {
+                    const IDX_T v = a.g + vc_grid_off(k, nx, ny);
+                    atomicAdd(&ex[v], (vc_u64)d);
+                    rc[(IDX_T)(k ^ 1) * n + v] += d;  // the neighbour tile is idle
+                    flags[tile + vc_tile_off(k, ntx, nty)] = 1;
+                }
+            }
+        }
+        __syncthreads();
+        if (s_touch[t]) {  // collect the pushes received along the reverse of each arc
+            s_touch[t] = 0;
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) {
+                const int cur = s_rc[k][t];
+                e += (vc_u64)(unsigned int)(cur - r[k]);
+                r[k] = cur;
+            }
+        }
+        if (a.inside && e > 0 && hh < VC_INF && tc == 0) {
+            int m = VC_INF;
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) {
+                if (r[k] > 0) {
+                    const int hv = s_h[b][a.hi + vc_halo_off(k)];
+                    if (hv < VC_INF && hv + 1 < m) m = hv + 1;
+                }
+            }
+            hh = m > hmax ? VC_INF : m;
+        }
+        b ^= 1;
+        s_h[b][a.hi] = hh;  // nobody reads s_h[b ^ 1] until the next barrier
+    }
+
+    // ---- write back ---------------------------------------------------------------
+    if (a.inside) {
+        ex[a.g] = e;
+        h[a.g] = hh;
+        tcap[a.g] = tc;
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) rc[(IDX_T)k * n + a.g] = r[k];
+    }
+    const int any = __syncthreads_or(a.inside && e > 0 && hh < VC_INF);
+    if (t == 0) flags[tile] = any;
+}
+
+// Count the active nodes (ex > 0, finite height) into out[0] (zeroed by gbfs_init) and
+// set flags[tile] to whether the tile holds one.
+extern "C" __global__ void __launch_bounds__(VC_NT)
+gpr_count_active(const vc_u64* __restrict__ ex, const int* __restrict__ h,
+                 int* __restrict__ flags, int* __restrict__ out, int nx, int ny, int nz,
+                 int ntx, int nty) {
+    int tx, ty, tz;
+    vc_tile_of_block(blockIdx.x, ntx, nty, tx, ty, tz);
+    const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
+    const bool act = a.inside && ex[a.g] > 0 && h[a.g] < VC_INF;
+    const int c = __syncthreads_count(act);
+    if (a.t == 0) {
+        flags[a.tile] = c > 0;
+        if (c) atomicAdd(&out[0], c);
+    }
+}
+
+// Minimum cut and flow value after the last global relabel (see the header).
+extern "C" __global__ void gpr_finish(const int* __restrict__ snk, const int* __restrict__ tcap,
+                                      const int* __restrict__ h,
+                                      unsigned char* __restrict__ labels,
+                                      vc_u64* __restrict__ acc, IDX_T n) {
+    const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
+    vc_u64 sum = 0;
+    for (IDX_T i = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        labels[i] = h[i] < VC_INF ? 1 : 0;
+        sum += (vc_u64)(unsigned int)(snk[i] - tcap[i]);  // 0 <= tcap <= sink
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0 && sum) atomicAdd(acc, sum);
+}

@@ -1,0 +1,243 @@
+"""GPU grid max-flow (``vision_cuts._maxflow_gpu``) against the CPU solver.
+
+Every test here needs CuPy and a CUDA device (marker ``gpu``; skipped without them
+unless ``VISION_CUTS_REQUIRE_GPU=1``). Flows must equal the CPU flow exactly and every
+GPU cut must have capacity equal to the flow (a minimum cut); label images are not
+compared, since minimum cuts are not unique. Repeated solves catch races.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vision_cuts.datasets import synthetic
+
+from vision_cuts import grid_energy, grid_graph, maxflow_grid
+from vision_cuts._maxflow_cpu import maxflow_grid_cpu
+from vision_cuts.exceptions import DeviceMemoryError
+
+pytestmark = pytest.mark.gpu
+
+INT32_MAX = 2**31 - 1
+# small tiles put most arcs on a tile border: the checkerboard hand-over is exercised
+SMALL_TILE = {2: (4, 4, 1), 3: (4, 2, 2)}
+
+
+def _cupy():
+    return pytest.importorskip("cupy")
+
+
+def _solve_gpu(g, **kw):
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+
+    return maxflow_grid_gpu(g.source, g.sink, g.edges, max_rounds=5000, **kw)
+
+
+def _check(g, repeats=2, **kw):
+    """GPU flow == CPU flow and GPU cut capacity == flow, ``repeats`` times."""
+    f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+    for _ in range(repeats):
+        f, labels, stats = _solve_gpu(g, **kw)
+        assert stats["backend"] == "gpu"
+        assert labels.shape == g.shape and labels.dtype == np.uint8
+        assert f == f_cpu, (f, f_cpu, stats)
+        assert g.energy(labels.get()) == f
+    return f_cpu
+
+
+def _big_graph(shape, rng):
+    """Capacities near int32 max, every arc pair summing to at most 2**31 - 1."""
+    nd = len(shape)
+    s = rng.integers(INT32_MAX // 2, INT32_MAX, size=shape, endpoint=True)
+    t = rng.integers(INT32_MAX // 2, INT32_MAX, size=shape, endpoint=True)
+    s[rng.random(shape) < 0.3] = 0
+    e = np.zeros((2 * nd, *shape), dtype=np.int64)
+    for d in range(nd):
+        ax = nd - 1 - d
+        tail = [slice(None)] * nd
+        head = [slice(None)] * nd
+        tail[ax], head[ax] = slice(None, -1), slice(1, None)
+        f = rng.integers(0, INT32_MAX, size=e[2 * d][tuple(tail)].shape, endpoint=True)
+        fwd = (f * rng.random(f.shape)).astype(np.int64)
+        e[2 * d][tuple(tail)] = fwd
+        e[2 * d + 1][tuple(head)] = f - fwd
+    return grid_graph(s.astype(np.int32), t.astype(np.int32), e.astype(np.int32))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 1),
+        (1, 9),
+        (7, 1),
+        (2, 2),
+        (17, 33),
+        (64, 64),
+        (45, 130),
+        (1, 1, 1),
+        (3, 4, 5),
+        (9, 17, 33),
+        (20, 20, 20),
+    ],
+)
+@pytest.mark.parametrize("small_tile", [False, True])
+def test_random_grids_match_cpu(shape, small_tile, rng):
+    _cupy()
+    kw = {"tile": SMALL_TILE[len(shape)]} if small_tile else {}
+    for high, density, directed in [
+        (3, 0.5, True),
+        (100, 0.8, True),
+        (10**6, 1.0, False),
+    ]:
+        s, t, e = synthetic.random_grid_graph(
+            shape, rng, high=high, density=density, directed=directed
+        )
+        _check(grid_graph(s, t, e), **kw)
+
+
+@pytest.mark.parametrize("shape", [(31, 29), (6, 7, 8)])
+def test_near_int32_capacities(shape, rng):
+    _cupy()
+    for _ in range(3):
+        g = _big_graph(shape, rng)
+        f = _check(g, tile=SMALL_TILE[len(shape)])
+        _check(g)
+        assert f > INT32_MAX  # the flow itself needs int64
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"local_iters": 1},
+        {"local_iters": 100},
+        {"sweeps_per_relabel": 1},
+        {"sweeps_per_relabel": 16, "local_iters": 3},
+        {"sweeps_per_relabel": 2, "tail_sweeps": 7},
+        {"graph": False},
+    ],
+)
+def test_tuning_knobs_do_not_change_the_answer(knobs, rng):
+    _cupy()
+    s, t, e = synthetic.random_grid_graph((57, 70), rng, high=50)
+    _check(grid_graph(s, t, e), repeats=1, **knobs)
+    s, t, e = synthetic.random_grid_graph((9, 13, 11), rng, high=50)
+    _check(grid_graph(s, t, e), repeats=1, **knobs)
+
+
+def test_zero_capacities(rng):
+    _cupy()
+    for shape in [(5, 6), (4, 3, 2)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=20)
+        z = np.zeros_like(s)
+        for args in [(z, z, np.zeros_like(e)), (s, z, e), (z, t, e), (s, t, 0 * e)]:
+            _check(grid_graph(*args), repeats=1)
+
+
+def test_repeated_solves_agree(rng):
+    """Races show up as answers that vary between runs of one input."""
+    cp = _cupy()
+    s, t, e = synthetic.random_grid_graph((150, 170), rng, high=30, density=0.9)
+    host = grid_graph(s, t, e)
+    g = grid_graph(
+        cp.asarray(host.source), cp.asarray(host.sink), cp.asarray(host.edges)
+    )
+    f_cpu, _, _ = maxflow_grid_cpu(host.source, host.sink, host.edges)
+    for _ in range(5):
+        f, labels, _ = _solve_gpu(g)
+        assert f == f_cpu
+        assert g.energy(labels) == f
+
+
+def test_cupy_in_cupy_out(rng):
+    cp = _cupy()
+    s, t, e = synthetic.random_grid_graph((23, 41), rng, high=40)
+    ds, dt, de = cp.asarray(s), cp.asarray(t), cp.asarray(e)
+    before = de.copy()
+    cut = maxflow_grid(ds, dt, de, backend="gpu")
+    assert isinstance(cut.labels, cp.ndarray) and cut.labels.dtype == cp.uint8
+    assert cut.stats["backend"] == "gpu"
+    assert bool((de == before).all())  # inputs are not modified
+    ref = maxflow_grid(s, t, e, backend="cpu")
+    assert cut.flow == ref.flow
+    host = maxflow_grid(s, t, e, backend="gpu")
+    assert isinstance(host.labels, np.ndarray) and host.flow == ref.flow
+
+
+def test_segmentation_energy():
+    _cupy()
+    data = pytest.importorskip("skimage.data")
+    img = data.astronaut()[::2, ::2]
+    unary, weights = synthetic.segmentation_problem(img)
+    energy = grid_energy(unary, weights=weights)
+    gpu = maxflow_grid(energy, backend="gpu")
+    cpu = maxflow_grid(energy, backend="cpu")
+    assert gpu.flow == cpu.flow
+    assert energy.energy(gpu.labels) == energy.constant + gpu.flow
+    for key in ("time_s", "sweeps", "global_relabels"):
+        assert key in gpu.stats
+
+
+def test_volume_energy():
+    _cupy()
+    unary, weights = synthetic.volume_problem(24)
+    energy = grid_energy(unary, weights=weights)
+    gpu = maxflow_grid(energy, backend="gpu")
+    cpu = maxflow_grid(energy, backend="cpu")
+    assert gpu.flow == cpu.flow
+    assert energy.energy(gpu.labels) == energy.constant + gpu.flow
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0, 2, 2)])
+def test_empty_grid(shape):
+    cp = _cupy()
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+
+    z = cp.zeros(shape, dtype=cp.int32)
+    f, labels, stats = maxflow_grid_gpu(
+        z, z, cp.zeros((2 * len(shape), *shape), cp.int32)
+    )
+    assert f == 0 and labels.shape == shape and stats["backend"] == "gpu"
+
+
+def test_out_of_device_memory(monkeypatch):
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_free_device_bytes", lambda: (1024, 2**34))
+    z = np.zeros((300, 400), dtype=np.int32)
+    with pytest.raises(DeviceMemoryError, match=r"\(300, 400\).*MiB") as info:
+        maxflow_grid_gpu(z, z, np.zeros((4, 300, 400), np.int32))
+    assert isinstance(info.value, MemoryError)
+
+
+def test_too_many_nodes():
+    _cupy()
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+
+    class Fake:  # shape metadata only: nothing is allocated before the check
+        shape = (2**16, 2**16)
+
+    with pytest.raises(ValueError, match="at most .* nodes"):
+        maxflow_grid_gpu(Fake(), Fake(), Fake())
+
+
+def test_kernels_compile():
+    cp = _cupy()
+    from vision_cuts._kernels import get_module, kernel_names
+
+    for nd, tile in [(2, (32, 32, 1)), (3, (16, 8, 8))]:
+        for idx, scan in (("int", 1), ("long long", 0)):
+            defines = {
+                "NDIM": nd,
+                "TILE_X": tile[0],
+                "TILE_Y": tile[1],
+                "TILE_Z": tile[2],
+                "IDX_T": idx,
+                "BFS_SCAN": scan,
+            }
+            for name in ("grid_push_relabel.cu", "grid_bfs.cu"):
+                mod = get_module(name, defines)
+                for func in kernel_names(name):
+                    assert mod.get_function(func) is not None
+    del cp
