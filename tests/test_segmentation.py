@@ -1,4 +1,4 @@
-"""segment(), box_segment() and the ``vision-cuts segment`` command."""
+"""segment(), grabcut() and the ``vision-cuts segment`` command."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from _helpers import potts_energy
 
-import vision_cuts as vc
 from vision_cuts import cli
-from vision_cuts.segmentation import box_segment, segment
+from vision_cuts.segmentation import GrabCutResult, grabcut, segment
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (2, 2, 3)])
@@ -26,53 +25,134 @@ def test_segment_is_global_minimum(rng, shape):
         assert potts_energy(unary, weights, labels) == best
 
 
-def _two_tone(h=60, w=80):
+def _two_tone(h=60, w=80, seed=1):
     img = np.zeros((h, w, 3), dtype=np.uint8)
     img[...] = (30, 60, 200)
     img[20:45, 25:60] = (220, 180, 40)  # the object
-    noise = np.random.default_rng(1).integers(0, 20, size=img.shape)
+    noise = np.random.default_rng(seed).integers(0, 20, size=img.shape)
     return np.clip(img.astype(int) + noise, 0, 255).astype(np.uint8)
 
 
-def test_box_segment_finds_object():
+def _truth(h=60, w=80):
+    t = np.zeros((h, w), dtype=bool)
+    t[20:45, 25:60] = True
+    return t
+
+
+RECT = (15, 10, 60, 45)
+
+
+def test_grabcut_finds_object():
     img = _two_tone()
-    mask = box_segment(img, (15, 10, 60, 45), backend="cpu")
-    assert mask.shape == img.shape[:2] and mask.dtype == np.uint8
-    truth = np.zeros(img.shape[:2], dtype=bool)
-    truth[20:45, 25:60] = True
-    assert (mask.astype(bool) == truth).mean() > 0.98
-    # outside the box is background, always
+    res = grabcut(img, rect=RECT, backend="cpu")
+    assert isinstance(res, GrabCutResult)
+    assert res.mask.shape == img.shape[:2] and res.mask.dtype == np.uint8
+    assert (res.mask.astype(bool) == _truth()).mean() > 0.99
     outside = np.ones(img.shape[:2], dtype=bool)
     outside[10:55, 15:75] = False
-    assert not mask[outside].any()
+    assert not res.mask[outside].any()  # outside the box is background
+    assert 1 <= res.iterations <= 5
+    assert res.foreground_model.means.shape == (5, 3)
+
+
+def test_grabcut_scribbles_are_hard_constraints():
+    img = _two_tone()
+    fg = np.zeros(img.shape[:2], dtype=bool)
+    bg = np.zeros(img.shape[:2], dtype=bool)
+    fg[12:15, 20:70] = True  # background-coloured pixels forced to foreground
+    bg[30:33, 30:50] = True  # object-coloured pixels forced to background
+    res = grabcut(img, rect=RECT, foreground=fg, background=bg, backend="cpu")
+    assert res.mask[fg].all()
+    assert not res.mask[bg].any()
+
+
+def test_grabcut_scribbles_without_rect():
+    img = _two_tone()
+    fg = np.zeros(img.shape[:2], dtype=bool)
+    bg = np.zeros(img.shape[:2], dtype=bool)
+    fg[30:35, 35:50] = True
+    bg[2:6, 2:78] = True
+    res = grabcut(img, foreground=fg, background=bg, backend="cpu")
+    assert (res.mask.astype(bool) == _truth()).mean() > 0.99
+
+
+def test_grabcut_refines_previous_result():
+    img = _two_tone()
+    first = grabcut(img, rect=RECT, iterations=2, backend="cpu")
+    bg = np.zeros(img.shape[:2], dtype=bool)
+    bg[20:45, 25:35] = True  # the user says: the left part is not the object
+    second = grabcut(img, rect=RECT, background=bg, init=first, backend="cpu")
+    assert not second.mask[bg].any()
+    assert second.mask[25:40, 40:58].all()
+
+
+def test_grabcut_grey_rgba_float_and_tiny_images():
+    img = _two_tone()
+    grey = grabcut(img[..., 0], rect=RECT, backend="cpu").mask
+    assert grey.shape == img.shape[:2]
+    rgba = np.dstack([img, np.full(img.shape[:2], 255, np.uint8)])
+    np.testing.assert_array_equal(grabcut(rgba, rect=RECT, backend="cpu").mask,
+                                  grabcut(img, rect=RECT, backend="cpu").mask)
+    as_float = grabcut(img / 255.0, rect=RECT, backend="cpu").mask
+    assert (as_float == grabcut(img, rect=RECT, backend="cpu").mask).mean() > 0.99
+    tiny = np.zeros((3, 3, 3), np.uint8)
+    tiny[1, 1] = 255
+    assert grabcut(tiny, rect=(1, 1, 1, 1), backend="cpu").mask.shape == (3, 3)
 
 
 @pytest.mark.parametrize(
-    ("rect", "kw", "err", "match"),
+    ("kw", "err", "match"),
     [
-        ((0, 0, 0, 10), {}, ValueError, "width and height must be positive"),
-        ((10, 10, -5, 5), {}, ValueError, "width and height must be positive"),
-        ((500, 500, 10, 10), {}, ValueError, "does not overlap"),
-        ((1, 2, 3), {}, ValueError, "rect must be"),
-        ((0, 0, 10, 10), {"iterations": 0}, ValueError, "iterations must be"),
-        ((0, 0, 10, 10), {"bins": 1}, ValueError, "bins must be"),
+        ({"rect": (0, 0, 0, 10)}, ValueError, "width and height must be positive"),
+        ({"rect": (10, 10, -5, 5)}, ValueError, "width and height must be positive"),
+        ({"rect": (500, 500, 10, 10)}, ValueError, "does not overlap"),
+        ({"rect": (1, 2, 3)}, ValueError, "rect must be"),
+        ({"rect": (0, 0, 80, 60)}, ValueError, "no background to learn from"),
+        ({"rect": RECT, "iterations": 0}, ValueError, "iterations must be"),
+        ({"rect": RECT, "components": 0}, ValueError, "components must be"),
+        ({"rect": RECT, "smoothness": -1.0}, ValueError, "smoothness must be"),
+        ({"rect": RECT, "smoothness": float("nan")}, ValueError, "smoothness must be"),
+        ({"rect": RECT, "foreground": np.zeros((5, 5), bool)}, ValueError,
+         "foreground must have the image's shape"),
+        ({"rect": RECT, "background": np.zeros((60, 81), bool)}, ValueError,
+         "background must have the image's shape"),
+        ({"rect": RECT, "foreground": [[1]]}, TypeError, "foreground must be"),
+        ({"rect": RECT, "init": "previous"}, TypeError, "init must be"),
+        ({}, ValueError, "without rect, give both"),
+        ({"rect": RECT, "backend": "tpu"}, ValueError, "backend must be"),
     ],
 )
-def test_box_segment_bad_inputs(rect, kw, err, match):
+def test_grabcut_bad_inputs(kw, err, match):
     with pytest.raises(err, match=match):
-        box_segment(_two_tone(), rect, backend="cpu", **kw)
+        grabcut(_two_tone(), **{"backend": "cpu", **kw})
 
 
-def test_box_segment_bad_images():
+def test_grabcut_bad_images():
     with pytest.raises(ValueError, match="image must be"):
-        box_segment(np.zeros((4, 4, 2), np.uint8), (0, 0, 2, 2))
-    with pytest.raises(TypeError, match="image must be uint8"):
-        box_segment(np.zeros((4, 4, 3), np.float32), (0, 0, 2, 2))
-    # grey and RGBA pictures are accepted
-    grey = _two_tone()[..., 0]
-    assert box_segment(grey, (15, 10, 60, 45), backend="cpu").shape == grey.shape
-    rgba = np.dstack([_two_tone(), np.full((60, 80), 255, np.uint8)])
-    assert box_segment(rgba, (15, 10, 60, 45), backend="cpu").shape == (60, 80)
+        grabcut(np.zeros((4, 4, 2), np.uint8), rect=(0, 0, 2, 2))
+    with pytest.raises(ValueError, match="image must be"):
+        grabcut(np.zeros((2, 4, 4, 3), np.uint8), rect=(0, 0, 2, 2))
+    with pytest.raises(TypeError, match="image must be"):
+        grabcut([[1, 2], [3, 4]], rect=(0, 0, 1, 1))
+    bad = np.zeros((8, 8, 3), np.float32)
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        grabcut(bad, rect=(1, 1, 4, 4), backend="cpu")
+    both = np.zeros((60, 80), bool)
+    both[5, 5] = True
+    with pytest.raises(ValueError, match="overlap"):
+        grabcut(_two_tone(), rect=RECT, foreground=both, background=both)
+
+
+def test_grabcut_backends_agree(backend):
+    img = _two_tone(seed=3)
+    cpu = grabcut(img, rect=RECT, backend="cpu")
+    res = grabcut(img, rect=RECT, backend=backend)
+    assert type(res.mask) is np.ndarray  # NumPy image in, NumPy mask out
+    assert (res.mask == cpu.mask).mean() > 0.995
+
+
+# ---- command line ------------------------------------------------------------------
 
 
 def test_cli_segment_writes_mask_and_overlay(tmp_path, capsys):
@@ -81,21 +161,25 @@ def test_cli_segment_writes_mask_and_overlay(tmp_path, capsys):
     path = tmp_path / "in.png"
     cv2.imwrite(str(path), _two_tone()[..., ::-1])
     mask_png, over_png = tmp_path / "mask.png", tmp_path / "over.png"
+    fg = np.zeros((60, 80), np.uint8)
+    fg[30:33, 40:45] = 255
+    fg_png = tmp_path / "fg.png"
+    cv2.imwrite(str(fg_png), fg)
     rc = cli.main(["segment", str(path), "--rect", "15,10,60,45", "-o", str(mask_png),
-                   "--overlay", str(over_png), "--backend", "cpu"])
+                   "--overlay", str(over_png), "--fg", str(fg_png), "--backend", "cpu"])
     assert rc == 0
     mask = cv2.imread(str(mask_png), cv2.IMREAD_UNCHANGED)
     assert mask.shape == (60, 80) and set(np.unique(mask)) <= {0, 255}
-    assert (mask[20:45, 25:60] == 255).mean() > 0.95
-    over = cv2.imread(str(over_png))
-    assert over.shape == (60, 80, 3)
+    assert ((mask == 255) == _truth()).mean() > 0.99
+    assert cv2.imread(str(over_png)).shape == (60, 80, 3)
     assert "segmented 80x60 image" in capsys.readouterr().out
 
 
 def test_cli_builtin_sample(tmp_path):
     out = tmp_path / "m.png"
-    assert cli.main(["segment", "camera", "--rect", "100,50,300,400", "-o", str(out),
-                     "--backend", "cpu"]) == 0
+    argv = ["segment", "camera", "--rect", "100,50,300,400", "-o", str(out),
+            "--iterations", "2", "--backend", "cpu"]
+    assert cli.main(argv) == 0
     assert out.exists()
 
 
@@ -105,6 +189,7 @@ def test_cli_builtin_sample(tmp_path):
         (["segment", "/nonexistent.png"], "cannot read image"),
         (["segment", "sample:nothing"], "unknown sample"),
         (["segment", "camera", "--rect", "900,900,5,5"], "does not overlap"),
+        (["segment", "camera", "--fg", "/nonexistent.png"], "cannot read foreground"),
     ],
 )
 def test_cli_errors(argv, match):
@@ -112,11 +197,16 @@ def test_cli_errors(argv, match):
         cli.main(argv)
 
 
+def test_cli_mask_of_wrong_size(tmp_path):
+    import cv2
+
+    bad = tmp_path / "bg.png"
+    cv2.imwrite(str(bad), np.zeros((5, 5), np.uint8))
+    with pytest.raises(SystemExit, match="the background mask"):
+        cli.main(["segment", "camera", "--bg", str(bad)])
+
+
 def test_cli_bad_rect_syntax(capsys):
     with pytest.raises(SystemExit):
         cli.main(["segment", "camera", "--rect", "1,2"])
     assert "--rect must be x,y,w,h" in capsys.readouterr().err
-
-
-def test_public_names():
-    assert vc.maxflow_grid is not None and callable(segment)

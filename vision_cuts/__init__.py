@@ -6,17 +6,21 @@ from ._backend import gpu_available
 from .exceptions import BackendUnavailableError, NonSubmodularError, VisionCutsError
 from .grid import GridEnergy, grid_energy, grid_graph
 from .maxflow import MinCut, maxflow_grid
+from .segmentation import GrabCutResult, grabcut, segment
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "GrabCutResult",
     "GridEnergy",
     "MinCut",
     "NonSubmodularError",
     "VisionCutsError",
     "gpu_available",
+    "grabcut",
     "grid_energy",
     "grid_graph",
     "maxflow_grid",
+    "segment",
 ]

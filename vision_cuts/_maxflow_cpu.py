@@ -498,7 +498,7 @@ def _strips(shape: tuple, threads: int) -> int:
     return max(1, min(4 * threads, n // _MIN_NODES_PER_STRIP, shape[0] // 4))
 
 
-_MIN_NODES_PER_STRIP = 1 << 16
+_MIN_NODES_PER_STRIP = 1 << 14
 
 
 def default_threads() -> int:

@@ -42,23 +42,29 @@ def _parse_rect(text: str) -> tuple[int, int, int, int]:
     return vals  # type: ignore[return-value]
 
 
-def overlay(image: np.ndarray, mask: np.ndarray, rect=None) -> np.ndarray:
-    """RGB picture: background darkened, object tinted, contour and box drawn."""
+def overlay(
+    image: np.ndarray, mask: np.ndarray, rect=None, fg=None, bg=None
+) -> np.ndarray:
+    """RGB picture: background dimmed, object contour, box and scribbles drawn."""
     import cv2
 
     img = image if image.ndim == 3 else np.stack([image] * 3, axis=-1)
     img = img[..., :3].astype(np.float32)
     m = mask.astype(bool)
-    out = img * 0.35
-    out[m] = img[m] * 0.7 + np.array([40, 200, 60], np.float32) * 0.3
+    out = img * 0.3
+    out[m] = img[m]
     out = np.clip(out, 0, 255).astype(np.uint8)
     contours, _ = cv2.findContours(
         m.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
     )
-    cv2.drawContours(out, contours, -1, (255, 255, 0), 2)
+    cv2.drawContours(out, contours, -1, (255, 230, 0), 2)
     if rect is not None:
         x, y, w, h = rect
         cv2.rectangle(out, (x, y), (x + w - 1, y + h - 1), (255, 60, 60), 2)
+    if fg is not None:
+        out[fg] = (40, 220, 40)
+    if bg is not None:
+        out[bg] = (60, 120, 255)
     return out
 
 
@@ -70,34 +76,81 @@ def _write_rgb(path: str, rgb: np.ndarray) -> None:
         raise SystemExit(f"error: cannot write {path!r}")
 
 
+def _load_mask(path: str | None, shape: tuple, what: str):
+    if path is None:
+        return None
+    import cv2
+
+    m = cv2.imread(path, cv2.IMREAD_GRAYSCALE)
+    if m is None:
+        raise SystemExit(f"error: cannot read {what} mask {path!r}")
+    if m.shape != shape:
+        raise SystemExit(
+            f"error: the {what} mask {path!r} is {m.shape[1]}x{m.shape[0]}, the image "
+            f"{shape[1]}x{shape[0]}"
+        )
+    return m > 0
+
+
+class _Progress:
+    """A one-line progress bar on stderr (only when it is a terminal, or verbose)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        width = 24
+        fill = int(width * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        sys.stderr.write(
+            f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}{end}"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
 def _cmd_segment(args: argparse.Namespace) -> int:
-    from .segmentation import box_segment
+    from .segmentation import grabcut
 
     image = _load_image(args.image)
     h, w = image.shape[:2]
+    fg = _load_mask(args.fg, (h, w), "foreground")
+    bg = _load_mask(args.bg, (h, w), "background")
     rect = args.rect
-    if rect is None:
+    if rect is None and fg is None and bg is None:
         rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+    progress = _Progress("grabcut", sys.stderr.isatty() or args.verbose)
     t0 = time.perf_counter()
     try:
-        mask = box_segment(
+        res = grabcut(
             image,
-            rect,
+            rect=rect,
+            foreground=fg,
+            background=bg,
             iterations=args.iterations,
-            lam=args.smoothness,
+            smoothness=args.smoothness,
+            callback=progress,
             backend=args.backend,
         )
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
+    if res.iterations < args.iterations:
+        progress.close()
     dt = time.perf_counter() - t0
+    mask = res.mask
     if args.output:
         _write_rgb(args.output, mask * 255)
     if args.overlay:
-        _write_rgb(args.overlay, overlay(image, mask, rect))
+        _write_rgb(args.overlay, overlay(image, mask, rect, fg, bg))
     print(
-        f"segmented {w}x{h} image in {dt * 1e3:.0f} ms: {int(mask.sum())} object "
-        "pixels "
-        f"({100.0 * mask.mean():.1f}%)"
+        f"segmented {w}x{h} image in {dt * 1e3:.0f} ms ({res.iterations} cuts): "
+        f"{int(mask.sum())} object pixels ({100.0 * mask.mean():.1f}%)"
         + (f"; mask -> {args.output}" if args.output else "")
         + (f"; overlay -> {args.overlay}" if args.overlay else "")
     )
@@ -111,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log progress")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("segment", help="segment the object inside a rectangle")
+    s = sub.add_parser(
+        "segment", help="GrabCut: segment the object in a rectangle and/or scribbles"
+    )
     s.add_argument(
         "image", help=f"image file, or a built-in picture: {', '.join(SAMPLES)}"
     )
@@ -123,8 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("-o", "--output", help="write the mask (PNG, 255 = object)")
     s.add_argument("--overlay", help="write an overlay picture (PNG)")
-    s.add_argument("--iterations", type=int, default=3)
-    s.add_argument("--smoothness", type=float, default=50.0)
+    s.add_argument("--fg", help="foreground scribbles: mask image, nonzero = object")
+    s.add_argument(
+        "--bg", help="background scribbles: mask image, nonzero = background"
+    )
+    s.add_argument("--iterations", type=int, default=5)
+    s.add_argument("--smoothness", type=float, default=120.0)
     s.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
     s.set_defaults(func=_cmd_segment)
     return p
