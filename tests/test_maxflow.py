@@ -22,7 +22,6 @@ from _helpers import (
     random_graph,
     scipy_maxflow,
 )
-from vision_cuts.datasets import synthetic
 
 from vision_cuts import (
     BackendUnavailableError,
@@ -33,6 +32,7 @@ from vision_cuts import (
     maxflow_grid,
 )
 from vision_cuts._backend import gpu_available, to_numpy
+from vision_cuts.datasets import synthetic
 
 
 def check_mincut(result, source, sink, edges, *, backend="cpu", flow=None):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vision_cuts.datasets import synthetic
 
 from vision_cuts import grid_energy, grid_graph, maxflow_grid
 from vision_cuts._maxflow_cpu import maxflow_grid_cpu
+from vision_cuts.datasets import synthetic
 from vision_cuts.exceptions import DeviceMemoryError
 
 pytestmark = pytest.mark.gpu
@@ -113,6 +113,7 @@ def test_near_int32_capacities(shape, rng):
         {"sweeps_per_relabel": 1},
         {"sweeps_per_relabel": 16, "local_iters": 3},
         {"sweeps_per_relabel": 2, "tail_sweeps": 7},
+        {"sweeps_per_relabel": 2, "tail_sweeps": 3, "tail_iters": 2},
         {"graph": False},
     ],
 )
@@ -122,6 +123,40 @@ def test_tuning_knobs_do_not_change_the_answer(knobs, rng):
     _check(grid_graph(s, t, e), repeats=1, **knobs)
     s, t, e = synthetic.random_grid_graph((9, 13, 11), rng, high=50)
     _check(grid_graph(s, t, e), repeats=1, **knobs)
+
+
+@pytest.mark.parametrize(
+    "bfs_tile",
+    [
+        {2: (2, 1, 1), 3: (2, 1, 1)},
+        {2: (8, 4, 1), 3: (4, 4, 2)},
+        {2: (32, 32, 1), 3: (16, 8, 8)},
+    ],
+)
+def test_bfs_tiles_do_not_change_the_answer(bfs_tile, rng):
+    """The global relabel has tiles of its own; any shape gives the exact distances."""
+    _cupy()
+    for shape in [(45, 61), (9, 13, 11)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=50)
+        _check(grid_graph(s, t, e), repeats=1, bfs_tile=bfs_tile[len(shape)])
+
+
+@pytest.mark.parametrize("pipeline", [1, 3])
+def test_host_loop_and_solver_reuse(pipeline, rng, monkeypatch):
+    """Rounds queued ahead of the active count, and the cached solver (buffers and
+    CUDA graphs) reused across calls and shapes, give the same answers."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_PIPELINE", pipeline)
+    graphs = []
+    for shape in [(40, 50), (40, 50), (7, 9, 11), (40, 50)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=20)
+        graphs.append(grid_graph(s, t, e))
+    for g in graphs:
+        _check(g, repeats=2)
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    _check(graphs[0], repeats=1)
 
 
 def test_zero_capacities(rng):
