@@ -78,6 +78,7 @@ def pymaxflow_solve(unary, weights):
 def problems(sizes, volumes):
     import cv2
     import skimage.data
+
     from vision_cuts.datasets.synthetic import segmentation_problem, volume_problem
 
     base = skimage.data.astronaut()
