@@ -4,7 +4,9 @@
 # is a failure), the CPU suite, then the grid benchmark with both backends and the
 # baselines in the same run. Logs go to $OUT (default /tmp/vc-gpu-check).
 #
-#   bash benchmarks/gpu_check.sh [quick]
+#   bash benchmarks/gpu_check.sh              # everything
+#   bash benchmarks/gpu_check.sh quick        # GPU tests only
+#   bash benchmarks/gpu_check.sh quick grabcut  # GPU tests + GrabCut evaluation
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/vc-gpu-check}
@@ -33,5 +35,18 @@ if [ "${1:-}" != "quick" ]; then
     python3 -P benchmarks/bench_grid.py --backend cpu gpu --sizes 0.3 2 4 8 \
         --volumes 128 256 --json "$OUT/bench_grid.json" 2>&1 | tee "$OUT/bench_grid.log" \
         || rc=1
+fi
+if [ "${1:-}" != "quick" ] || [ "${2:-}" = "grabcut" ]; then
+    # GrabCut against cv2.grabCut: the benchmark images (needs VISION_CUTS_DATA) and a
+    # 1920x1080 picture end to end
+    if [ -n "${VISION_CUTS_DATA:-}" ]; then
+        python3 -P benchmarks/eval_grabcut.py --backend cpu gpu \
+            --json "$OUT/eval_grabcut.json" 2>&1 | tee "$OUT/eval_grabcut.log" || rc=1
+        python3 -P benchmarks/eval_grabcut.py --backend cpu gpu --size-test \
+            --json "$OUT/eval_grabcut_1080p.json" 2>&1 | tee "$OUT/eval_grabcut_1080p.log" \
+            || rc=1
+    else
+        echo "VISION_CUTS_DATA is not set: GrabCut evaluation skipped"
+    fi
 fi
 exit $rc

@@ -138,33 +138,65 @@ def random_case(i, rng):
         kw["tile"] = (4, 4, 1) if nd == 2 else (4, 2, 2)
     elif q < 0.5:
         kw["tile"] = (8, 2, 1) if nd == 2 else (8, 4, 4)
+    if rng.random() < 0.4:  # tiles of the global relabel of their own
+        choices = (
+            [(4, 4, 1), (8, 2, 1), (2, 1, 1), (32, 8, 1), (16, 16, 1)]
+            if nd == 2
+            else [(4, 2, 2), (8, 4, 4), (2, 1, 1), (16, 8, 4), (32, 4, 2)]
+        )
+        kw["bfs_tile"] = choices[int(rng.integers(len(choices)))]
     if rng.random() < 0.3:
         kw["local_iters"] = int(rng.choice([1, 2, 5, 100]))
     if rng.random() < 0.3:
         kw["sweeps_per_relabel"] = int(rng.choice([1, 2, 16]))
     if rng.random() < 0.3:
         kw["tail_sweeps"] = int(rng.choice([1, 3, 8]))
+    if rng.random() < 0.3:
+        kw["tail_iters"] = int(rng.choice([1, 4, 64]))
     q = rng.random()
     if q < 0.2:  # the other BFS relaxation, the other push register budget
         kw["defines"] = {"BFS_SCAN": 1}
     elif q < 0.3:
         kw["defines"] = {"PR_MIN_BLOCKS": 1}
+    q = rng.random()
+    if q < 0.2:  # host loop: read the active count after every round, or 3 ahead
+        kw["_pipeline"] = 1
+    elif q < 0.4:
+        kw["_pipeline"] = 3
+    if rng.random() < 0.1:
+        kw["_reuse"] = False
     return kind, shape, s, t, e, kw
+
+
+def _solver_with_knobs():
+    """maxflow_grid_gpu taking ``defines`` (compile-time constants), ``_pipeline`` and
+    ``_reuse`` (module settings of vision_cuts._maxflow_gpu) as extra keywords."""
+    from vision_cuts import _maxflow_gpu
+
+    def solve(*args, defines=None, _pipeline=None, _reuse=None, **kw):
+        saved = (_maxflow_gpu._PIPELINE, _maxflow_gpu._REUSE)
+        _maxflow_gpu._EXTRA_DEFINES.clear()
+        _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
+        if _pipeline is not None:
+            _maxflow_gpu._PIPELINE = _pipeline
+        if _reuse is not None:
+            _maxflow_gpu._REUSE = _reuse
+        try:
+            return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
+        finally:
+            _maxflow_gpu._EXTRA_DEFINES.clear()
+            _maxflow_gpu._PIPELINE, _maxflow_gpu._REUSE = saved
+
+    return solve
 
 
 def diff_test(count, repeats, seed, out):
     import cupy
 
-    from vision_cuts import _maxflow_gpu, grid_graph
+    from vision_cuts import grid_graph
     from vision_cuts._maxflow_cpu import maxflow_grid_cpu
 
-    def maxflow_grid_gpu(*args, defines=None, **kw):
-        _maxflow_gpu._EXTRA_DEFINES.clear()
-        _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
-        try:
-            return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
-        finally:
-            _maxflow_gpu._EXTRA_DEFINES.clear()
+    maxflow_grid_gpu = _solver_with_knobs()
 
     rng = np.random.default_rng(seed)
     fails = []
@@ -193,6 +225,9 @@ def diff_test(count, repeats, seed, out):
             n2 += 1
         else:
             n3 += 1
+        if (i + 1) % 25 == 0:
+            dt = time.perf_counter() - t0
+            log(f"  {i + 1} cases, {len(fails)} failed, {dt:.0f} s")
         if not ok:
             fails.append(
                 {
@@ -249,9 +284,12 @@ def parse_configs(text):
     """``"tok,tok;tok;..."`` -> solver keyword dicts (empty text: the defaults).
 
     Tokens: ``itN`` local_iters, ``RN`` sweeps_per_relabel, ``tailN`` tail_sweeps,
-    ``tXxYxZ`` tile, ``g0`` no CUDA graph, ``def`` nothing (the defaults), and
+    ``titN`` tail_iters, ``tXxYxZ`` tile, ``btXxYxZ`` bfs_tile, ``g0`` no CUDA graph,
+    ``def`` nothing (the defaults), ``pipeN`` rounds in flight
+    (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, and
     compile-time constants through ``_maxflow_gpu._EXTRA_DEFINES``: ``mbN``
-    (PR_MIN_BLOCKS), ``scan0`` (BFS_SCAN 0).
+    (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``stats1``
+    (PR_STATS: push and BFS tiles and rounds per round, in the profile).
     """
     if not text:
         return [{}]
@@ -267,6 +305,16 @@ def parse_configs(text):
                 defines["BFS_SCAN"] = int(tok[4:])
             elif tok.startswith("mb"):
                 defines["PR_MIN_BLOCKS"] = int(tok[2:])
+            elif tok == "stats1":
+                defines["PR_STATS"] = 1
+            elif tok.startswith("pipe"):
+                kw["_pipeline"] = int(tok[4:])
+            elif tok == "reuse0":
+                kw["_reuse"] = False
+            elif tok.startswith("tit"):
+                kw["tail_iters"] = int(tok[3:])
+            elif tok.startswith("bt"):
+                kw["bfs_tile"] = tuple(int(v) for v in tok[2:].split("x"))
             elif tok.startswith("it"):
                 kw["local_iters"] = int(tok[2:])
             elif tok.startswith("tail"):
@@ -286,16 +334,10 @@ def parse_configs(text):
 def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
     import cupy
 
-    from vision_cuts import _maxflow_gpu, grid_graph
+    from vision_cuts import grid_graph
     from vision_cuts._maxflow_cpu import maxflow_grid_cpu
 
-    def maxflow_grid_gpu(*args, defines=None, **kw):
-        _maxflow_gpu._EXTRA_DEFINES.clear()
-        _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
-        try:
-            return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
-        finally:
-            _maxflow_gpu._EXTRA_DEFINES.clear()
+    maxflow_grid_gpu = _solver_with_knobs()
 
     rows = []
     problems = [lambda m=m: seg_energy(m) for m in sizes] + [
@@ -312,7 +354,10 @@ def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
         dsrc, dsnk, dedg = (cupy.asarray(a) for a in (g.source, g.sink, g.edges))
         gd = grid_graph(dsrc, dsnk, dedg)
         for kw in configs:
-            if "tile" in kw and (kw["tile"][2] != 1) != (len(g.shape) == 3):
+            if any(
+                key in kw and (kw[key][2] != 1) != (len(g.shape) == 3)
+                for key in ("tile", "bfs_tile")
+            ):
                 continue
             f, lab, st = maxflow_grid_gpu(dsrc, dsnk, dedg, **kw)  # warm-up
             cut = gd.energy(lab)
@@ -327,8 +372,16 @@ def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
             prof = {}
             if profile:
                 _, _, sp = maxflow_grid_gpu(dsrc, dsnk, dedg, profile=True, **kw)
-                prof = {k: round(v, 3) for k, v in sp.items() if k.endswith("_ms")}
+                prof = {
+                    k: round(v, 3)
+                    for k, v in sp.items()
+                    if k.endswith("_ms") and isinstance(v, float)
+                }
                 prof["push_ms_rounds"] = sp["push_ms_rounds"]
+                prof["relabel_ms_rounds"] = sp["relabel_ms_rounds"]
+                prof["bfs_ms_rounds"] = sp["bfs_ms_rounds"]
+                if "push_tiles_rounds" in sp:
+                    prof["push_tiles_rounds"] = sp["push_tiles_rounds"]
                 prof["wall_ms"] = round(sp["time_s"] * 1e3, 3)
             ms = statistics.median(times) * 1e3
             ok = (cut == f) and (f_cpu is None or f_cpu == f)
@@ -336,6 +389,8 @@ def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
                 ",".join(f"{k}={v}" for k, v in kw.items())
                 .replace("local_iters", "it")
                 .replace("sweeps_per_relabel", "R")
+                .replace("tail_iters", "tit")
+                .replace("tail_sweeps", "tail")
                 or "defaults"
             )
             row = {
@@ -352,7 +407,8 @@ def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
                 "cut_ok": cut == f,
                 "ok": ok,
                 "cpu_ms": None if cpu_s is None else round(cpu_s * 1e3, 1),
-                "active": st["active"][:12],
+                "active": st["active"][:16],
+                "round_ms": st2.get("round_ms"),
                 **prof,
             }
             rows.append(row)

@@ -5,14 +5,16 @@
 //
 // Memory layout (see common.cuh): rc[k * n + g] int32 residual capacities, tcap[g] int32
 // residual capacity to the sink, h[g] int32 heights (output: exact distance to the sink
-// in the residual graph, VC_INF where the sink cannot be reached), mask[g] uint8 with
-// bit k set when arc plane k has residual capacity, flags[ntiles] int32 (1 = the tile
-// must be relaxed again), ctrl[0] int32 = pending (tiles flagged or being relaxed),
-// out[0] int32 (zeroed here for gpr_count_active).
+// in the residual graph, VC_INF where the sink cannot be reached), flags[ntiles] int32
+// (1 = the tile must be relaxed again), ctrl[0] int32 = pending (tiles flagged or being
+// relaxed), out[0] int32 = active nodes after the last count (gpr_count_active): 0 means
+// the solve has ended, and both kernels return at once (a round the host queued ahead).
+// The tiles here are the BFS tiles (TILE_X, TILE_Y, TILE_Z as compiled for this file),
+// independent of the push tiles: h and rc are plain node arrays.
 //
 // Kernels and launch geometry:
-//   gbfs_init        1-D grid-stride over n: h = 1 where tcap > 0 else VC_INF, the
-//                    residual mask, every tile flagged, pending = ntiles, out[0] = 0.
+//   gbfs_init        1-D grid-stride over n: h = 1 where tcap > 0 else VC_INF, every
+//                    tile flagged, pending = ntiles.
 //   gbfs_persistent  a persistent grid of G blocks of VC_NT threads, G no larger than
 //                    the number of blocks the GPU holds at once (the host computes it
 //                    from the occupancy): block b owns the tiles b, b + G, b + 2G, ...
@@ -37,45 +39,43 @@
 // blocks are read with __ldcg (L2), never from a (non-coherent) L1.
 //
 // Compile-time constants (common.cuh): NDIM, TILE_X, TILE_Y, TILE_Z, IDX_T, VC_INF;
-// BFS_SCAN (default 0; 1 needs every tile side a power of two <= 32).
+// BFS_SCAN (default 0; 1 needs every tile side a power of two <= 32); PR_STATS
+// (default 0; 1 adds tiles relaxed and relaxation rounds to pstats[3..4]).
 #include "common.cuh"
 
 #ifndef BFS_SCAN
 #define BFS_SCAN 0
+#endif
+#ifndef PR_STATS
+#define PR_STATS 0
 #endif
 #if BFS_SCAN && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                  (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
 #error "BFS_SCAN needs tile sides that are powers of two <= 32"
 #endif
 
-extern "C" __global__ void gbfs_init(const int* __restrict__ rc, const int* __restrict__ tcap,
-                                     int* __restrict__ h, unsigned char* __restrict__ mask,
+extern "C" __global__ void gbfs_init(const int* __restrict__ tcap, int* __restrict__ h,
                                      int* __restrict__ flags, int* __restrict__ ctrl,
-                                     int ntiles, int* __restrict__ out, IDX_T n) {
+                                     int ntiles, const int* __restrict__ out, IDX_T n) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
     const IDX_T gid = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x;
     const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
-    for (IDX_T i = gid; i < n; i += stride) {
-        unsigned int m = 0;
-#pragma unroll
-        for (int k = 0; k < VC_K; ++k) m |= (rc[(IDX_T)k * n + i] > 0 ? 1u : 0u) << k;
-        mask[i] = (unsigned char)m;
-        h[i] = tcap[i] > 0 ? 1 : VC_INF;
-    }
+    for (IDX_T i = gid; i < n; i += stride) h[i] = tcap[i] > 0 ? 1 : VC_INF;
     for (IDX_T i = gid; i < ntiles; i += stride) flags[i] = 1;
-    if (gid == 0) {
-        ctrl[0] = ntiles;  // pending
-        out[0] = 0;
-    }
+    if (gid == 0) ctrl[0] = ntiles;  // pending
 }
 
 // Relax the heights of a tile in s_h (with its halo, which stays fixed) to the fixed
-// point; s_m holds the residual masks of the tile's nodes. Block-wide; ends synchronised.
-__device__ __forceinline__ void vc_relax_tile(int* s_h, const unsigned char* s_m) {
+// point; s_m holds the residual masks of the tile's nodes (bit k: arc plane k has
+// residual capacity). Block-wide; ends synchronised. Returns the barrier rounds.
+__device__ __forceinline__ int vc_relax_tile(int* s_h, const unsigned char* s_m) {
     const int t = threadIdx.x;
+    int rounds = 0;
 #if BFS_SCAN
     const unsigned int lanes = VC_NT >= 32 ? 0xffffffffu : ((1u << (VC_NT & 31)) - 1u);
     while (true) {
         bool changed = false;
+        ++rounds;
 #pragma unroll
         for (int ax = 0; ax < NDIM; ++ax) {
             // this axis' lines lie along consecutive lanes: pos = t % L
@@ -161,6 +161,7 @@ __device__ __forceinline__ void vc_relax_tile(int* s_h, const unsigned char* s_m
     const unsigned int m = s_m[t];
     int hh = s_h[hi];
     while (true) {
+        ++rounds;
         int hn = hh;
 #pragma unroll
         for (int k = 0; k < VC_K; ++k) {
@@ -179,11 +180,14 @@ __device__ __forceinline__ void vc_relax_tile(int* s_h, const unsigned char* s_m
         if (!__syncthreads_or(changed)) break;
     }
 #endif
+    return rounds;
 }
 
 extern "C" __global__ void __launch_bounds__(VC_NT)
-gbfs_persistent(const unsigned char* __restrict__ mask, int* h, int* flags, int* ctrl,
-                int nx, int ny, int nz, int ntx, int nty, int ntz) {
+gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
+                const int* __restrict__ out, int* __restrict__ pstats, int nx, int ny,
+                int nz, int ntx, int nty, int ntz, IDX_T n) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
     __shared__ int s_h[VC_HN];
     __shared__ unsigned char s_m[VC_NT];
     __shared__ int s_list[VC_NT];
@@ -213,10 +217,25 @@ gbfs_persistent(const unsigned char* __restrict__ mask, int* h, int* flags, int*
                 const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
                 const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
                 s_h[a.hi] = h0;
-                s_m[t] = a.inside ? mask[a.g] : 0;
+                unsigned int m = 0;  // residual arcs (rc is constant during the BFS)
+                if (a.inside) {
+#pragma unroll
+                    for (int k = 0; k < VC_K; ++k)
+                        m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
+                }
+                s_m[t] = (unsigned char)m;
                 vc_load_halo<true>(s_h, h, a, nx, ny, nz);
                 __syncthreads();
-                vc_relax_tile(s_h, s_m);
+                const int rounds = vc_relax_tile(s_h, s_m);
+#if PR_STATS
+                if (t == 0) {
+                    atomicAdd(&pstats[3], 1);  // tiles relaxed
+                    atomicAdd(&pstats[4], rounds);
+                }
+#else
+                (void)rounds;
+                (void)pstats;
+#endif
                 const int hh = s_h[a.hi];
                 if (a.inside && hh < h0) {
                     __stcg(h + a.g, hh);

@@ -10,11 +10,14 @@
 //
 // Kernels and launch geometry (block = VC_NT threads, one node per thread):
 //   gpr_init          1-D grid-stride over n: cancel terminal capacities
-//                     (ex = max(s - t, 0), tcap = max(t - s, 0)).
+//                     (ex = max(s - t, 0), tcap = max(t - s, 0)); out[0] = 1, cnt = 0,
+//                     and the BFS tile flags and pending counter (grid_bfs.cu) zeroed.
 //   gpr_push_tile     one block per tile of one checkerboard colour: grid =
 //                     ceil(ntx / 2) * nty * ntz blocks; a block with no tile returns.
-//   gpr_count_active  one block per tile (ntx * nty * ntz blocks): count the active
-//                     nodes (ex > 0, finite height) into out[0] and set the tile flags.
+//   gpr_count_active  one block of PR_COUNT_NT (<= 256) threads per tile: count the
+//                     active nodes (ex > 0, finite height) into out[0] and set the tile
+//                     flags; a no-op once out[0] == 0 (the host may queue rounds past
+//                     the end of the solve; see the kernel).
 //   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
 //                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
 //                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
@@ -36,14 +39,18 @@
 // run in shared memory. During a push round heights are fixed, so an arc and its reverse
 // are never both admissible: each residual entry has one writer and the round is
 // race-free without atomics in shared memory; only pushes across the tile border use
-// (global, 64-bit) atomics. The result of a launch is deterministic.
+// global atomics (the excess: a node may receive from two tiles; the reverse residual
+// entry has one writer, but an atomic add needs no load, so the round does not wait for
+// one). The result of a launch is deterministic.
 // Heights are a valid labelling throughout (h(u) <= h(v) + 1 on residual arcs: pushes
 // keep it, relabels only raise heights), so a finite height is a lower bound on the
 // distance to the sink and VC_INF nodes can never reach it again.
 //
 // Compile-time constants (common.cuh): NDIM, TILE_X, TILE_Y, TILE_Z, IDX_T, VC_INF;
 // PR_MIN_BLOCKS (default 1): the minimum resident blocks per SM asked of the compiler
-// for gpr_push_tile (2 caps a 1024-thread block at 32 registers).
+// for gpr_push_tile (2 caps a 1024-thread block at 32 registers); PR_STATS (default 0;
+// 1: gpr_push_tile counts tiles run, rounds run and tiles left active in pstats[0..2],
+// for the profile of benchmarks/gpu_grid_check.py).
 // Shared memory per block: 2 * VC_HN * 4 + (4 * K + 1) * VC_NT bytes (26 KiB for
 // 32 x 32 in 2-D, 39 KiB for 16 x 8 x 8 in 3-D).
 #include "common.cuh"
@@ -51,11 +58,24 @@
 #ifndef PR_MIN_BLOCKS
 #define PR_MIN_BLOCKS 1  // __launch_bounds__ minimum resident blocks of gpr_push_tile
 #endif
+#ifndef PR_STATS
+#define PR_STATS 0  // 1: gpr_push_tile adds tiles run, rounds run, tiles left active
+#endif              //    to pstats[0..2] (profiling only)
 
 extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __restrict__ snk,
                                     vc_u64* __restrict__ ex, int* __restrict__ tcap,
-                                    IDX_T n) {
+                                    int* __restrict__ out, int* __restrict__ cnt,
+                                    int* __restrict__ bflags, int* __restrict__ bctrl,
+                                    int nbtiles, IDX_T n) {
     const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
+    const IDX_T gid = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gid == 0) {
+        out[0] = 1;  // "active nodes may exist": the first global relabel runs
+        cnt[0] = 0;
+        cnt[1] = 0;
+        bctrl[0] = 0;  // no BFS tile pending
+    }
+    for (IDX_T i = gid; i < nbtiles; i += stride) bflags[i] = 0;
     for (IDX_T i = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int s = src[i];
         const int t = snk[i];
@@ -66,8 +86,9 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
 
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
 gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
-              int* __restrict__ tcap, int* __restrict__ flags, int nx, int ny, int nz,
-              int ntx, int nty, int ntz, int colour, int iters, int hmax, IDX_T n) {
+              int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ pstats,
+              int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
+              int hmax, IDX_T n) {
     // ---- which tile ---------------------------------------------------------------
     const int nhx = (ntx + 1) / 2;
     const int bx = blockIdx.x % nhx;
@@ -115,7 +136,8 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
     // entry has one writer), relabel, and write the height to s_h[b ^ 1]. No atomics
     // in shared memory; two barriers per round.
     int b = 0;
-    for (int it = 0; it < iters; ++it) {
+    int it = 0;
+    for (; it < iters; ++it) {
         const bool act = a.inside && e > 0 && hh < VC_INF;
         if (!__syncthreads_or(act)) break;
         if (act) {
@@ -140,8 +162,10 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
                     s_touch[tv] = 1;
                 } else {
                     const IDX_T v = a.g + vc_grid_off(k, nx, ny);
+                    // the neighbour tile is idle and u is the only writer of this
+                    // entry: atomics only so that no load stalls the round (RED)
                     atomicAdd(&ex[v], (vc_u64)d);
-                    rc[(IDX_T)(k ^ 1) * n + v] += d;  // the neighbour tile is idle
+                    atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
                     flags[tile + vc_tile_off(k, ntx, nty)] = 1;
                 }
             }
@@ -180,23 +204,66 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
         for (int k = 0; k < VC_K; ++k) rc[(IDX_T)k * n + a.g] = r[k];
     }
     const int any = __syncthreads_or(a.inside && e > 0 && hh < VC_INF);
-    if (t == 0) flags[tile] = any;
+    if (t == 0) {
+        flags[tile] = any;
+#if PR_STATS
+        atomicAdd(&pstats[0], 1);   // tiles run
+        atomicAdd(&pstats[1], it);  // rounds run
+        atomicAdd(&pstats[2], any);  // tiles left active
+#endif
+    }
+#if !PR_STATS
+    (void)pstats;
+#endif
 }
 
-// Count the active nodes (ex > 0, finite height) into out[0] (zeroed by gbfs_init) and
-// set flags[tile] to whether the tile holds one.
-extern "C" __global__ void __launch_bounds__(VC_NT)
+// Count the active nodes (ex > 0, finite height) and set flags[tile] to whether the
+// tile holds one: one block of PR_COUNT_NT threads per tile, VC_NT / PR_COUNT_NT nodes
+// a thread. The blocks add into cnt[0]; the last block to finish (ticket cnt[1])
+// moves the total to out[0] and zeroes cnt. Every block reads out[0] (the count of the
+// previous round) before it takes its ticket, so the last block's write comes after all
+// reads; out[0] == 0 means the solve has ended and the launch is a no-op.
+#define PR_COUNT_NT (VC_NT < 256 ? VC_NT : 256)
+extern "C" __global__ void __launch_bounds__(PR_COUNT_NT)
 gpr_count_active(const vc_u64* __restrict__ ex, const int* __restrict__ h,
-                 int* __restrict__ flags, int* __restrict__ out, int nx, int ny, int nz,
-                 int ntx, int nty) {
+                 int* __restrict__ flags, int* __restrict__ out, int* __restrict__ cnt,
+                 int nx, int ny, int nz, int ntx, int nty) {
+    if (*(volatile int*)out == 0) return;  // uniform over the launch
     int tx, ty, tz;
     vc_tile_of_block(blockIdx.x, ntx, nty, tx, ty, tz);
-    const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
-    const bool act = a.inside && ex[a.g] > 0 && h[a.g] < VC_INF;
-    const int c = __syncthreads_count(act);
-    if (a.t == 0) {
-        flags[a.tile] = c > 0;
-        if (c) atomicAdd(&out[0], c);
+    int mine = 0;
+#pragma unroll
+    for (int j = threadIdx.x; j < VC_NT; j += PR_COUNT_NT) {
+        const int lx = j % TILE_X;
+        const int ly = (j / TILE_X) % TILE_Y;
+        const int lz = j / (TILE_X * TILE_Y);
+        const int x = tx * TILE_X + lx;
+        const int y = ty * TILE_Y + ly;
+        const int z = tz * TILE_Z + lz;
+        if (x < nx && y < ny && z < nz) {
+            const IDX_T g = ((IDX_T)z * ny + y) * nx + x;
+            const vc_u64 e = ex[g];
+            const int hh = h[g];
+            mine += (e > 0 && hh < VC_INF) ? 1 : 0;
+        }
+    }
+    __shared__ int s_c;
+    if (threadIdx.x == 0) s_c = 0;
+    __syncthreads();
+    if (mine) atomicAdd(&s_c, mine);
+    __syncthreads();
+    const int c = s_c;
+    if (threadIdx.x == 0) {
+        const int tile = (tz * nty + ty) * ntx + tx;
+        flags[tile] = c > 0;
+        if (c) atomicAdd(&cnt[0], c);
+        __threadfence();
+        if (atomicAdd(&cnt[1], 1) == (int)gridDim.x - 1) {  // the last block
+            __threadfence();
+            const int total = atomicExch(&cnt[0], 0);
+            cnt[1] = 0;
+            *(volatile int*)out = total;
+        }
     }
 }
 

@@ -13,12 +13,17 @@ sink capacity and int32 heights per node. The kernels are in ``kernels/``:
   chaotic relaxation in one persistent launch (each resident block owns a fixed set of
   tiles, relaxes the flagged ones to their fixed point in shared memory and flags the
   neighbour tiles whose border heights dropped, until no tile is flagged). Unreached
-  nodes get height ``INF``: they can never reach the sink again (gap).
+  nodes get height ``INF``: they can never reach the sink again (gap). Its tiles
+  (``bfs_tile``) are smaller than the push tiles: more resident blocks hide more of the
+  latency of each tile visit.
 
 Loop: global relabel; while some node with excess can reach the sink, run
 ``sweeps_per_relabel`` sweeps (both colours) and relabel again. One round (the sweeps
 and the relabel, a fixed sequence of launches) is captured once as a CUDA graph and
-replayed; the host reads one integer per round (the active nodes left). At the end
+replayed. The host queues the next round before it reads the active count of the last
+one (copied to pinned memory); the kernels of a round queued after the count reached 0
+return at once. The solver's buffers and graphs are kept (per thread, for the last
+grid shape) and reused by the next call of the same shape. At the end
 ``labels = (h < INF)``: the nodes that reach the sink in the residual graph, a minimum
 cut (1 = sink side), and ``flow = sum(sink) - sum(residual sink capacity)`` (the
 cancelled ``min(s, t)`` included).
@@ -38,7 +43,9 @@ JACM 35(4), 1988.
 
 from __future__ import annotations
 
+import collections
 import math
+import threading
 import time
 from typing import Any
 
@@ -53,26 +60,35 @@ _INF = 0x7FFFFF00  # VC_INF of kernels/common.cuh (passed as a define: they agre
 _INT32_MAX = 2**31 - 1
 _MAX_NODES = _INF - 16  # finite heights are <= n < _INF
 _TILES = {2: (32, 32, 1), 3: (16, 8, 8)}
+_BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
 # defaults per grid dimension, measured on an H200 (benchmarks/NOTES_gpu_grid.md)
 _LOCAL_ITERS = {2: 32, 3: 16}
-_SWEEPS_PER_RELABEL = {2: 4, 3: 2}
+_SWEEPS_PER_RELABEL = {2: 2, 3: 1}
+_SMALL_2D = 1 << 20  # 2-D grids below this many nodes: _SWEEPS_SMALL_2D
+_SWEEPS_SMALL_2D = 3
 _INIT_BLOCK = 256
 _EXTRA_DEFINES: dict = {}  # benchmarking hook: more compile-time constants (both files)
+# rounds in flight: the host queues the next round before it reads the active count of
+# the last one (the kernels of a round after the count reached 0 return at once); 1 =
+# read the count after every round
+_PIPELINE = 2
+_REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for reuse
+_RING = 64  # slots of the pinned buffer the active counts are copied into
+_cache = threading.local()
 
 
 def _bytes_needed(n: int, k: int, host_inputs: bool) -> int:
     """Device bytes one solve allocates (upper estimate)."""
     per_node = (
-        4 * k  # residual capacities
+        4 * k  # residual capacities (the solver's copy of the edges)
+        + 8  # the solver's copies of source and sink
         + 8
         + 4
         + 4  # excess, heights, residual sink capacity
-        + 1
-        + 1  # residual mask, labels
+        + 1  # labels
         + 12
     )  # temporaries of the final flow reduction
-    if host_inputs:
-        per_node += 8  # uploaded source and sink (the upload of edges becomes rc)
+    del host_inputs  # inputs are copied straight into the solver's own buffers
     return n * per_node + (1 << 20)
 
 
@@ -126,7 +142,7 @@ def _resident_blocks(kernel: Any, threads: int) -> int:
 class _Solver:
     """Device arrays and launch geometry of one solve."""
 
-    def __init__(self, src: Any, snk: Any, rc: Any, shape: tuple, tile: tuple) -> None:
+    def __init__(self, shape: tuple, tile: tuple, bfs_tile: tuple) -> None:
         import cupy
 
         self.cp = cupy
@@ -139,6 +155,11 @@ class _Solver:
         self.ntx, self.nty, self.ntz = -(-nx // tx), -(-ny // ty), -(-nz // tz)
         self.ntiles = self.ntx * self.nty * self.ntz
         self.nt = tx * ty * tz
+        # the global relabel has tiles of its own (bfs_tile)
+        bx, by, bz = bfs_tile
+        self.bntx, self.bnty, self.bntz = -(-nx // bx), -(-ny // by), -(-nz // bz)
+        self.bntiles = self.bntx * self.bnty * self.bntz
+        self.bnt = bx * by * bz
         big = self.k * n > _INT32_MAX
         self.idx = np.int64 if big else np.int32
         defines = {
@@ -154,7 +175,9 @@ class _Solver:
             **_EXTRA_DEFINES,
         }
         pr = get_module("grid_push_relabel.cu", defines)
-        bfs = get_module("grid_bfs.cu", defines)
+        bfs = get_module(
+            "grid_bfs.cu", {**defines, "TILE_X": bx, "TILE_Y": by, "TILE_Z": bz}
+        )
         self.k_init = get_kernel(pr, "gpr_init")
         self.k_push = get_kernel(pr, "gpr_push_tile")
         self.k_count = get_kernel(pr, "gpr_count_active")
@@ -162,53 +185,105 @@ class _Solver:
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         self.k_bfs = get_kernel(bfs, "gbfs_persistent")
 
-        self.src, self.snk, self.rc = src, snk, rc
+        self.key = None
+        self.graphs: dict = {}  # (sweeps, local iters) -> captured CUDA graph or None
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.src = cupy.empty(n, dtype=cupy.int32)
+        self.snk = cupy.empty(n, dtype=cupy.int32)
+        self.rc = cupy.empty(self.k * n, dtype=cupy.int32)
         self.ex = cupy.empty(n, dtype=cupy.uint64)
         self.h = cupy.empty(n, dtype=cupy.int32)
         self.tcap = cupy.empty(n, dtype=cupy.int32)
-        self.mask = cupy.empty(n, dtype=cupy.uint8)
         self.pflags = cupy.empty(self.ntiles, dtype=cupy.int32)
-        self.bflags = cupy.empty(self.ntiles, dtype=cupy.int32)
+        self.bflags = cupy.empty(self.bntiles, dtype=cupy.int32)
         self.ctrl = cupy.zeros(1, dtype=cupy.int32)
-        self.out = cupy.zeros(1, dtype=cupy.int32)
+        self.out = cupy.zeros(1, dtype=cupy.int32)  # active nodes after the last count
+        self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
+        self.pstats = cupy.zeros(5, dtype=cupy.int32)  # PR_STATS counters (profiling)
+        self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
+        self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
+        self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
         self.dims = (np.int32(nx), np.int32(ny), np.int32(nz))
         self.tdims = (np.int32(self.ntx), np.int32(self.nty), np.int32(self.ntz))
+        self.btdims = (np.int32(self.bntx), np.int32(self.bnty), np.int32(self.bntz))
         self.init_grid = (max(1, min(-(-n // _INIT_BLOCK), 65535)),)
-        self.bfs_blocks = min(self.ntiles, _resident_blocks(self.k_bfs, self.nt))
+        self.bfs_blocks = min(self.bntiles, _resident_blocks(self.k_bfs, self.bnt))
+
+    def load(self, source: Any, sink: Any, edges: Any, host: bool) -> None:
+        """Copy the inputs into the solver's own buffers (on the current stream)."""
+        cp = self.cp
+        for dst, x in ((self.src, source), (self.snk, sink), (self.rc, edges)):
+            if host:
+                dst.set(np.ascontiguousarray(x, dtype=np.int32).reshape(-1))
+            else:
+                cp.copyto(dst, cp.asarray(x, dtype=cp.int32).reshape(-1))
 
     def init(self) -> None:
         self.k_init(
             self.init_grid,
             (_INIT_BLOCK,),
-            (self.src, self.snk, self.ex, self.tcap, self.idx(self.n)),
+            (
+                self.src,
+                self.snk,
+                self.ex,
+                self.tcap,
+                self.out,
+                self.cnt,
+                self.bflags,
+                self.ctrl,
+                np.int32(self.bntiles),
+                self.idx(self.n),
+            ),
         )
 
-    def global_relabel(self) -> None:
-        """BFS from the sink, then count the active nodes into ``out[0]`` (no sync)."""
+    def global_relabel(self, mark=None) -> None:
+        """BFS from the sink, then count the active nodes into ``out[0]`` (no sync).
+
+        ``mark(name)``, if given, is called after each of the three launches."""
         self.k_bfs_init(
             self.init_grid,
             (_INIT_BLOCK,),
             (
-                self.rc,
                 self.tcap,
                 self.h,
-                self.mask,
                 self.bflags,
                 self.ctrl,
-                np.int32(self.ntiles),
+                np.int32(self.bntiles),
                 self.out,
                 self.idx(self.n),
             ),
         )
+        if mark:
+            mark("relabel_init")
         self.k_bfs(
             (self.bfs_blocks,),
-            (self.nt,),
-            (self.mask, self.h, self.bflags, self.ctrl, *self.dims, *self.tdims),
+            (self.bnt,),
+            (
+                self.rc,
+                self.h,
+                self.bflags,
+                self.ctrl,
+                self.out,
+                self.pstats,
+                *self.dims,
+                *self.btdims,
+                self.idx(self.n),
+            ),
         )
+        if mark:
+            mark("relabel_bfs")
         self.k_count(
             (self.ntiles,),
-            (self.nt,),
-            (self.ex, self.h, self.pflags, self.out, *self.dims, *self.tdims[:2]),
+            (min(self.nt, 256),),  # PR_COUNT_NT
+            (
+                self.ex,
+                self.h,
+                self.pflags,
+                self.out,
+                self.cnt,
+                *self.dims,
+                *self.tdims[:2],
+            ),
         )
 
     def sweeps(self, count: int, local_iters: int) -> None:
@@ -225,6 +300,7 @@ class _Solver:
                         self.h,
                         self.tcap,
                         self.pflags,
+                        self.pstats,
                         *self.dims,
                         *self.tdims,
                         np.int32(colour),
@@ -234,20 +310,52 @@ class _Solver:
                     ),
                 )
 
-    def active(self, stream: Any) -> int:
-        return int(self.out.get(stream=stream)[0])
+    def fetch(self, slot: int) -> Any:
+        """Copy out[0] (the active count) to pinned slot ``slot``; event to wait on."""
+        cp = self.cp
+        cp.cuda.runtime.memcpyAsync(
+            self.pinned.ptr + 4 * (slot % _RING),
+            self.out.data.ptr,
+            4,
+            cp.cuda.runtime.memcpyDeviceToHost,
+            self.stream.ptr,
+        )
+        ev = cp.cuda.Event()
+        ev.record(self.stream)
+        return ev
 
-    def result(self, stream: Any) -> tuple[int, Any]:
+    def result(self) -> tuple[int, Any]:
         """Labels (h < INF) and the flow, sum(sink) - sum(residual sink capacity)."""
         cp = self.cp
         labels = cp.empty(self.n, dtype=cp.uint8)
-        acc = cp.zeros(1, dtype=cp.uint64)
+        self.acc.fill(0)
         self.k_finish(
             self.init_grid,
             (_INIT_BLOCK,),
-            (self.snk, self.tcap, self.h, labels, acc, self.idx(self.n)),
+            (self.snk, self.tcap, self.h, labels, self.acc, self.idx(self.n)),
         )
-        return int(acc.get(stream=stream)[0]), labels.reshape(self.shape)
+        return int(self.acc.get(stream=self.stream)[0]), labels.reshape(self.shape)
+
+
+def _get_solver(
+    shape: tuple, tile: tuple, bfs_tile: tuple, n: int, k: int, host: bool
+) -> _Solver:
+    """The cached solver of this thread for this problem, or a new one."""
+    import cupy
+
+    defines = tuple(sorted(_EXTRA_DEFINES.items()))
+    key = (shape, tile, bfs_tile, defines, cupy.cuda.Device().id)
+    old = getattr(_cache, "solver", None)
+    if _REUSE and old is not None and old.key == key:
+        return old
+    _cache.solver = None  # frees the old buffers before the size check
+    del old
+    _check_fits(shape, n, k, host)
+    solver = _Solver(shape, tile, bfs_tile)
+    solver.key = key
+    if _REUSE:
+        _cache.solver = solver
+    return solver
 
 
 def _capture(stream: Any, fn) -> Any:
@@ -269,9 +377,11 @@ def maxflow_grid_gpu(
     edges: Any,
     *,
     tile: tuple | None = None,
+    bfs_tile: tuple | None = None,
     local_iters: int | None = None,
     sweeps_per_relabel: int | None = None,
     tail_sweeps: int | None = None,
+    tail_iters: int | None = None,
     max_rounds: int | None = None,
     graph: bool = True,
     profile: bool = False,
@@ -297,9 +407,13 @@ def maxflow_grid_gpu(
     stats : dict
         ``backend``, ``time_s`` (wall time, synchronised), ``sweeps`` (push / relabel
         sweeps, two launches each), ``global_relabels``, the tuning knobs used,
-        ``active`` (active nodes after each global relabel) and, with ``profile``,
+        ``active`` (active nodes after each global relabel), ``round_ms`` (device
+        milliseconds of each round, sweeps and relabel) and, with ``profile``,
         device milliseconds per phase by CUDA events: ``first_relabel_ms`` (setup and
-        the first global relabel), ``push_ms``, ``relabel_ms``, ``result_ms``.
+        the first global relabel), ``push_ms``, ``relabel_ms`` (the sum of
+        ``relabel_init_ms``, ``relabel_bfs_ms`` and ``relabel_count_ms``),
+        ``result_ms``, and per round ``push_ms_rounds``, ``relabel_ms_rounds``,
+        ``bfs_ms_rounds``.
 
     Other Parameters
     ----------------
@@ -307,13 +421,20 @@ def maxflow_grid_gpu(
         Tile shape ``(TILE_X, TILE_Y, TILE_Z)``, x first, powers of two up to 32, at
         most 1024 nodes, ``TILE_Z = 1`` in 2-D. Default (32, 32, 1) in 2-D and
         (16, 8, 8) in 3-D.
+    bfs_tile : tuple of int, optional
+        Tile shape of the global relabel, same rules as ``tile``. Default (16, 16, 1)
+        in 2-D and (16, 4, 4) in 3-D with the default ``tile``, else ``tile``.
     local_iters : int, optional
         Push / relabel rounds per tile and launch (default 32 in 2-D, 16 in 3-D).
     sweeps_per_relabel : int, optional
-        Sweeps between two global relabels (default 4 in 2-D, 2 in 3-D).
+        Sweeps between two global relabels (default 2 in 2-D, 3 for 2-D grids of
+        fewer than 2**20 nodes, 1 in 3-D).
     tail_sweeps : int, optional
         Sweeps between global relabels once fewer than ``n / 1024`` nodes are active
         (default: ``sweeps_per_relabel``).
+    tail_iters : int, optional
+        Push / relabel rounds per tile and launch in those sweeps (default:
+        ``local_iters``).
     max_rounds : int, optional
         Give up (``RuntimeError``) after this many global relabels; default unlimited.
     graph : bool
@@ -353,40 +474,41 @@ def maxflow_grid_gpu(
             f"int32), got a grid of shape {shape} with {n} nodes; use backend='cpu'"
         )
     tile = tuple(tile) if tile is not None else _TILES[ndim]
-    if (
-        len(tile) != 3
-        or math.prod(tile) > 1024
-        or tile[0] < 2
-        or any(v < 1 or v > 32 or v & (v - 1) for v in tile)
-        or (ndim == 2 and tile[2] != 1)
-    ):
-        raise ValueError(
-            "tile must be (TILE_X, TILE_Y, TILE_Z), powers of two from 1 to 32 "
-            f"(TILE_X >= 2), at most 1024 nodes, TILE_Z == 1 in 2-D; got {tile}"
-        )
+    if bfs_tile is None:
+        bfs_tile = _BFS_TILES[ndim] if tile == _TILES[ndim] else tile
+    bfs_tile = tuple(bfs_tile)
+    for name, tl in (("tile", tile), ("bfs_tile", bfs_tile)):
+        if (
+            len(tl) != 3
+            or math.prod(tl) > 1024
+            or tl[0] < 2
+            or any(v < 1 or v > 32 or v & (v - 1) for v in tl)
+            or (ndim == 2 and tl[2] != 1)
+        ):
+            raise ValueError(
+                f"{name} must be (TILE_X, TILE_Y, TILE_Z), powers of two from 1 to "
+                f"32 (TILE_X >= 2), at most 1024 nodes, TILE_Z == 1 in 2-D; got {tl}"
+            )
     local_iters = _LOCAL_ITERS[ndim] if local_iters is None else int(local_iters)
     if sweeps_per_relabel is None:
         sweeps_per_relabel = _SWEEPS_PER_RELABEL[ndim]
+        if ndim == 2 and n < _SMALL_2D:
+            sweeps_per_relabel = _SWEEPS_SMALL_2D
     tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
-    if min(local_iters, sweeps_per_relabel, tail_sweeps) < 1:
+    tail_iters = local_iters if tail_iters is None else int(tail_iters)
+    if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:
         raise ValueError(
-            f"local_iters, sweeps_per_relabel and tail_sweeps must be >= 1, got "
-            f"{local_iters}, {sweeps_per_relabel} and {tail_sweeps}"
+            "local_iters, sweeps_per_relabel, tail_sweeps and tail_iters must be >= 1, "
+            f"got {local_iters}, {sweeps_per_relabel}, {tail_sweeps} and {tail_iters}"
         )
     host = not isinstance(edges, cupy.ndarray)
-    _check_fits(shape, n, k, host)
-
+    solver = _get_solver(shape, tile, bfs_tile, n, k, host)
+    stream = solver.stream
     caller = cupy.cuda.get_current_stream()
-    stream = cupy.cuda.Stream(non_blocking=True)
     stream.wait_event(caller.record())  # the inputs may still be in the making
+    depth = 1 if profile else max(1, int(_PIPELINE))
     with stream:
-        src = cupy.ascontiguousarray(cupy.asarray(source, dtype=cupy.int32)).reshape(-1)
-        snk = cupy.ascontiguousarray(cupy.asarray(sink, dtype=cupy.int32)).reshape(-1)
-        if host:
-            rc = cupy.asarray(np.ascontiguousarray(edges, dtype=np.int32)).reshape(-1)
-        else:
-            rc = cupy.array(edges, dtype=cupy.int32, order="C", copy=True).reshape(-1)
-        solver = _Solver(src, snk, rc, shape, tile)
+        solver.load(source, sink, edges, host)
         marks = []  # profile: (name, event) after each phase
 
         def mark(name: str) -> None:
@@ -395,38 +517,75 @@ def maxflow_grid_gpu(
                 ev.record(stream)
                 marks.append((name, ev))
 
+        tile_stats: list = []  # profile with PR_STATS: [tiles, rounds, left] a round
+
+        pr_stats = profile and bool(_EXTRA_DEFINES.get("PR_STATS"))
+
+        def one_round(count: int, iters: int) -> None:
+            if pr_stats:
+                solver.pstats.fill(0)
+            solver.sweeps(count, iters)
+            mark("push")
+            solver.global_relabel(mark if profile else None)
+            mark("relabel_count")
+            if pr_stats:
+                tile_stats.append(solver.pstats.get(stream=stream).tolist())
+                mark("stats")  # the host round trip above is not solver time
+
         mark("start")
         solver.init()
         solver.global_relabel()
         mark("first_relabel")
-        active = solver.active(stream)
-        relabels, sweeps, history = 1, 0, [active]
-
-        def one_round(count: int) -> None:
-            solver.sweeps(count, local_iters)
-            mark("push")
-            solver.global_relabel()
-            mark("relabel")
-
-        graphs: dict = {}  # sweeps per round -> captured CUDA graph (None: unsupported)
-        while active > 0:
-            if max_rounds is not None and relabels >= max_rounds:
-                raise RuntimeError(
-                    f"GPU grid max-flow did not converge in {relabels} global relabels "
-                    f"({sweeps} sweeps, {active} active nodes left), grid {shape}"
-                )
-            count = tail_sweeps if active * 1024 < n else sweeps_per_relabel
-            if graph and not profile and count not in graphs:
-                graphs[count] = _capture(stream, lambda c=count: one_round(c))
-            if graphs.get(count) is not None:
-                graphs[count].launch(stream)
-            else:
-                one_round(count)
-            active = solver.active(stream)
-            sweeps += count
-            relabels += 1
-            history.append(active)
-        flow, labels = solver.result(stream)
+        # rounds in flight: (index, event after the copy of its active count); round 0
+        # is the first global relabel; round i > 0 ran plan[i - 1] = (sweeps, iters)
+        inflight = collections.deque([(0, solver.fetch(0))])
+        done_events = []  # of the rounds whose count was read: device time a round
+        history: list = []  # active nodes after each global relabel
+        plan: list = []
+        launched = 0
+        used_graph = False
+        try:
+            while True:
+                while len(inflight) < depth:
+                    last = history[-1] if history else n
+                    tail = last * 1024 < n
+                    key = (
+                        (tail_sweeps, tail_iters)
+                        if tail
+                        else (sweeps_per_relabel, local_iters)
+                    )
+                    if graph and not profile and key not in solver.graphs:
+                        solver.graphs[key] = _capture(
+                            stream, lambda key=key: one_round(*key)
+                        )
+                    g = solver.graphs.get(key) if graph and not profile else None
+                    if g is not None:
+                        g.launch(stream)
+                        used_graph = True
+                    else:
+                        one_round(*key)
+                    launched += 1
+                    plan.append(key)
+                    inflight.append((launched, solver.fetch(launched)))
+                idx, ev = inflight.popleft()
+                ev.synchronize()
+                done_events.append(ev)
+                active = int(solver.host[idx % _RING])
+                history.append(active)
+                if active == 0:
+                    break
+                if max_rounds is not None and len(history) >= max_rounds:
+                    raise RuntimeError(
+                        f"GPU grid max-flow did not converge in {len(history)} global "
+                        f"relabels ({sum(p[0] for p in plan[: len(history) - 1])} "
+                        f"sweeps, {active} active nodes left), grid {shape}"
+                    )
+        except BaseException:
+            stream.synchronize()  # leave no work queued on the cached buffers
+            raise
+        relabels = len(history)
+        sweeps = sum(p[0] for p in plan[: relabels - 1])
+        flow, labels = solver.result()
         mark("result")
         caller.wait_event(stream.record())
     t1 = time.perf_counter()
@@ -440,18 +599,35 @@ def maxflow_grid_gpu(
         "sweeps_per_relabel": sweeps_per_relabel,
         "tail_sweeps": tail_sweeps,
         "tile": tile,
-        "graph": any(g is not None for g in graphs.values()),
+        "bfs_tile": bfs_tile,
+        "graph": used_graph,
+        "tail_iters": tail_iters,
+        "pipeline": depth,
         "bfs_blocks": solver.bfs_blocks,
         "active": history,
+        # device ms of each round (sweeps + global relabel), event to event
+        "round_ms": [
+            round(cupy.cuda.get_elapsed_time(e0, e1), 3)
+            for e0, e1 in zip(done_events, done_events[1:], strict=False)
+        ],
     }
     if profile:  # device milliseconds per phase, summed over the rounds
         phases: dict = {}
-        rounds = []
+        rounds: dict = {"push": [], "relabel": [], "relabel_bfs": []}
         for (_, e0), (name, e1) in zip(marks, marks[1:], strict=False):
             ms = cupy.cuda.get_elapsed_time(e0, e1)
             phases[name] = phases.get(name, 0.0) + ms
-            if name == "push":
-                rounds.append(round(ms, 3))
+            if name in rounds:
+                rounds[name].append(round(ms, 3))
+            if name.startswith("relabel_"):  # init, bfs, count: one global relabel
+                phases["relabel"] = phases.get("relabel", 0.0) + ms
+                if name == "relabel_init":
+                    rounds["relabel"].append(0.0)
+                rounds["relabel"][-1] = round(rounds["relabel"][-1] + ms, 3)
         stats.update({f"{k}_ms": v for k, v in phases.items()})
-        stats["push_ms_rounds"] = rounds
+        stats["push_ms_rounds"] = rounds["push"]
+        stats["relabel_ms_rounds"] = rounds["relabel"]
+        stats["bfs_ms_rounds"] = rounds["relabel_bfs"]
+        if tile_stats:  # per round: push tiles, push rounds, tiles left active,
+            stats["push_tiles_rounds"] = tile_stats  # BFS tile relaxes, BFS rounds
     return flow, labels, stats
