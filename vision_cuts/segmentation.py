@@ -204,14 +204,21 @@ def _kmeans(xs: Any, k: int, xp, iters: int = 10) -> Any:
     for _ in range(iters):
         dist = ((xs[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
         lab = dist.argmin(axis=1)
-        cnt = xp.bincount(lab, minlength=centres.shape[0]).astype(xp.float32)
-        new = xp.stack(
-            [
-                xp.bincount(lab, weights=xs[:, c], minlength=centres.shape[0])
-                for c in range(xs.shape[1])
-            ],
-            axis=1,
-        )
+        if xp is np:
+            cnt = np.bincount(lab, minlength=centres.shape[0]).astype(np.float32)
+            new = np.stack(
+                [
+                    np.bincount(lab, weights=xs[:, c], minlength=centres.shape[0])
+                    for c in range(xs.shape[1])
+                ],
+                axis=1,
+            )
+        else:  # a weighted bincount into k bins serialises its atomics on the GPU
+            onehot = (lab[:, None] == xp.arange(centres.shape[0])[None, :]).astype(
+                xp.float32
+            )
+            cnt = onehot.sum(axis=0)
+            new = onehot.T @ xs
         keep = cnt > 0
         centres = xp.where(keep[:, None], new / xp.maximum(cnt, 1)[:, None], centres)
     return centres
@@ -264,8 +271,8 @@ def _fit_gmm(xs: Any, comp: Any, k: int, xp) -> GaussianMixture:
     return GaussianMixture(weights, means, covs)
 
 
-def _component_loglik(xs: Any, gmm: GaussianMixture, xp) -> Any:
-    """(N, K) log(w_k N(x | mu_k, Sigma_k)); -inf for empty components.
+def _component_loglik_planes(xs: Any, gmm: GaussianMixture, xp) -> Any:
+    """CPU form of :func:`_component_loglik`.
 
     ``xs`` is (N, 3); the Mahalanobis form is expanded over the six distinct entries
     of the inverse covariance (elementwise work on contiguous channel planes).
@@ -296,6 +303,38 @@ def _component_loglik(xs: Any, gmm: GaussianMixture, xp) -> Any:
         const = np.log(weights[j]) - 0.5 * logdet[j] - 1.5 * _LOG2PI
         out[j] = f32(const) - f32(0.5) * maha
     return out.T
+
+
+def _component_loglik(xs: Any, gmm: GaussianMixture, xp) -> Any:
+    """(N, K) log(w_k N(x | mu_k, Sigma_k)); -inf for empty components.
+
+    With ``Sigma_k^-1 = L_k L_k^T`` (Cholesky), the Mahalanobis distance is
+    ``|x^T L_k - mu_k^T L_k|^2``: one (N, 4) x (4, 3K) matrix product for all
+    components, then a square and a sum (a handful of GPU launches). On the CPU the
+    same sum is expanded over the six distinct entries of the inverse covariance
+    instead (NumPy reduces the short last axis slowly).
+    """
+    if xp is np:
+        return _component_loglik_planes(xs, gmm, xp)
+    cov = xp.asnumpy(gmm.covariances) if xp is not np else np.asarray(gmm.covariances)
+    means = xp.asnumpy(gmm.means) if xp is not np else np.asarray(gmm.means)
+    weights = xp.asnumpy(gmm.weights) if xp is not np else np.asarray(gmm.weights)
+    k, c = means.shape
+    inv = np.linalg.inv(cov)
+    chol = np.linalg.cholesky(0.5 * (inv + np.swapaxes(inv, 1, 2)))  # (k, c, c)
+    proj = np.empty((c + 1, k * c), dtype=np.float64)
+    for j in range(k):
+        proj[:c, j * c : (j + 1) * c] = chol[j]
+        proj[c, j * c : (j + 1) * c] = -means[j] @ chol[j]
+    with np.errstate(divide="ignore"):
+        const = np.log(weights) + 0.5 * np.log(np.linalg.det(inv)) - 0.5 * c * _LOG2PI
+    n = xs.shape[0]
+    xa = xp.empty((n, c + 1), dtype=xp.float32)
+    xa[:, :c] = xs
+    xa[:, c] = 1.0
+    y = xa @ xp.asarray(proj, dtype=xp.float32)  # (n, k * c)
+    maha = (y * y).reshape(n, k, c).sum(axis=2)
+    return xp.asarray(const.astype(np.float32))[None, :] - 0.5 * maha
 
 
 def _neg_log_mixture(ll: Any, xp) -> Any:
