@@ -20,6 +20,7 @@ __all__ = [
     "gpu_name",
     "has_cupy",
     "is_cupy_array",
+    "machine_description",
     "resolve_backend",
     "to_numpy",
 ]
@@ -60,6 +61,22 @@ def gpu_name() -> str | None:
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def machine_description() -> str:
+    """One line naming this machine's CPU, core count and Python (for reports)."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}"
 
 
 def is_cupy_array(x: Any) -> bool:
