@@ -287,7 +287,8 @@ def test_wheel_ships_kernels_and_datasets(tmp_path):
 PUBLIC_MODULES = [
     "vision_cuts", "vision_cuts.grid", "vision_cuts.maxflow", "vision_cuts.exceptions",
     "vision_cuts._backend", "vision_cuts._kernels", "vision_cuts._validate",
-    "vision_cuts._maxflow_cpu", "vision_cuts.datasets.synthetic"]
+    "vision_cuts._maxflow_cpu", "vision_cuts.datasets.synthetic",
+    "vision_cuts.segmentation", "vision_cuts.assignment", "vision_cuts.datasets.grabcut"]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

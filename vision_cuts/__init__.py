@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._backend import gpu_available
+from .assignment import linear_sum_assignment, linear_sum_assignment_batched
 from .exceptions import BackendUnavailableError, NonSubmodularError, VisionCutsError
 from .grid import GridEnergy, grid_energy, grid_graph
 from .maxflow import MinCut, maxflow_grid
@@ -21,6 +22,8 @@ __all__ = [
     "grabcut",
     "grid_energy",
     "grid_graph",
+    "linear_sum_assignment",
+    "linear_sum_assignment_batched",
     "maxflow_grid",
     "segment",
 ]

@@ -1,0 +1,282 @@
+"""Linear assignment (minimum-cost bipartite matching) with SciPy's contract.
+
+:func:`linear_sum_assignment` solves one dense cost matrix and
+:func:`linear_sum_assignment_batched` a stack of equally shaped ones. Both validate
+here, on host-side metadata, then dispatch to ``_assignment_cpu`` (and, once it exists,
+``_assignment_gpu``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ._backend import is_cupy_array, resolve_backend, to_numpy
+
+__all__ = ["linear_sum_assignment", "linear_sum_assignment_batched"]
+
+# Flip when _assignment_gpu.py lands (cost scaling, DESIGN.md); until then an explicit
+# GPU request raises NotImplementedError and "auto" runs on the CPU.
+_HAS_GPU_SOLVER = False
+
+_GPU_MISSING = (
+    "the GPU assignment solver is not available yet; use backend='cpu' (the default "
+    "backend='auto' already runs assignment on the CPU)"
+)
+
+
+def _pick_backend(backend: Any, *arrays: Any) -> str:
+    """``resolve_backend`` for assignment: "auto" means the CPU until a GPU solver.
+
+    An explicit ``"gpu"`` (the argument, or ``VISION_CUTS_BACKEND=gpu`` under
+    ``"auto"``) raises BackendUnavailableError without a device and
+    NotImplementedError with one.
+    """
+    if not _HAS_GPU_SOLVER and isinstance(backend, str) and backend == "auto":
+        env = os.environ.get("VISION_CUTS_BACKEND", "").strip().lower()
+        if env in ("", "auto", "cpu"):
+            return "cpu"
+    which = resolve_backend(backend, *arrays)
+    if which == "gpu" and not _HAS_GPU_SOLVER:
+        raise NotImplementedError(_GPU_MISSING)
+    return which
+
+
+def _as_cost_array(cost: Any, name: str, ndim: int, layout: str) -> Any:
+    """Array-kind, dtype and ndim checks (metadata only); returns an ndarray."""
+    if cost is None:
+        raise TypeError(f"{name} must be an array of real numbers, got None")
+    if not (is_cupy_array(cost) or isinstance(cost, np.ndarray)):
+        try:
+            cost = np.asarray(cost)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{name} must be a rectangular array of real numbers, got "
+                f"{type(cost).__name__} that NumPy cannot convert ({exc})"
+            ) from exc
+    if cost.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must have a real numeric dtype (integer, floating or bool), got "
+            f"{cost.dtype}"
+        )
+    if cost.ndim != ndim:
+        raise ValueError(
+            f"{name} must be a {ndim}-D {layout} array, got shape {tuple(cost.shape)}"
+        )
+    return cost
+
+
+def _check_values(cost: np.ndarray, name: str, maximize: bool) -> None:
+    """No NaN, and infinities only of the forbidden-pair sign (host array)."""
+    if cost.dtype.kind != "f" or cost.size == 0:
+        return
+    nan = np.isnan(cost)
+    if nan.any():
+        idx = tuple(int(i) for i in np.argwhere(nan)[0])
+        raise ValueError(f"{name} must not contain NaN, got NaN at index {idx}")
+    wrong = -np.inf if not maximize else np.inf
+    bad = cost == wrong
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        allowed = "-inf with maximize=True" if maximize else "+inf with maximize=False"
+        raise ValueError(
+            f"{name} contains {wrong} at index {idx}; a forbidden pair is marked "
+            f"{allowed}"
+        )
+
+
+def _same_kind(on_gpu: bool, *arrays: np.ndarray) -> tuple:
+    if not on_gpu:
+        return arrays
+    import cupy
+
+    return tuple(cupy.asarray(a) for a in arrays)
+
+
+def linear_sum_assignment(
+    cost: Any, maximize: bool = False, *, backend: str = "auto"
+) -> tuple[Any, Any]:
+    """Solve the linear assignment problem, with the contract of SciPy's function.
+
+    Parameters
+    ----------
+    cost : array_like, shape (n, m)
+        Cost of assigning row ``i`` to column ``j``; any real dtype (bool, integer,
+        floating). ``inf`` (``-inf`` when ``maximize``) forbids a pair. Rectangular
+        matrices are allowed either way: ``min(n, m)`` pairs are chosen.
+    maximize : bool, optional
+        Maximise the total instead of minimising it.
+    backend : {"auto", "cpu", "gpu"}
+        Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
+        ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
+        CPU (``VISION_CUTS_BACKEND`` overrides it). Assignment has no GPU solver yet:
+        ``"auto"`` runs on the CPU and ``"gpu"`` raises (see Raises).
+
+    Returns
+    -------
+    row_ind, col_ind : ndarray of int64, shape (min(n, m),)
+        The optimal pairs ``(row_ind[k], col_ind[k])``, ``row_ind`` sorted; the total
+        is ``cost[row_ind, col_ind].sum()``. Same array kind (NumPy / CuPy) as
+        ``cost``.
+
+    Raises
+    ------
+    TypeError
+        ``cost`` is None or has a non-numeric (string, object, complex) dtype.
+    ValueError
+        ``cost`` is not 2-D (the message gives its shape), contains NaN or an
+        infinity of the wrong sign, or is infeasible: ``"cost matrix is infeasible"``
+        when no ``min(n, m)`` pairs avoid every forbidden pair.
+    BackendUnavailableError
+        ``backend="gpu"`` without a usable device.
+    NotImplementedError
+        ``backend="gpu"`` with a device: the GPU assignment solver does not exist yet.
+
+    See Also
+    --------
+    linear_sum_assignment_batched : many equally shaped problems in one call.
+    scipy.optimize.linear_sum_assignment : the contract followed here.
+
+    Notes
+    -----
+    The CPU path runs the numba solver behind :func:`linear_sum_assignment_batched`
+    on a stack of one: Jonker-Volgenant for finite costs at most twice as wide as
+    tall, else a port of SciPy's own shortest augmenting path (Crouse 2016), which
+    handles ``inf`` and infeasibility. Measured on 2 cores it beats
+    :func:`scipy.optimize.linear_sum_assignment` on every single-problem case tried
+    (uniform integer costs, n = 1000 and 4000: 3-4x; Euclidean point matching,
+    n = 1000: 1.1x); ``lap.lapjv`` is faster still on uniform costs but 3x slower
+    on point matching (``benchmarks/bench_assignment.py``). Limits: O(n^2 m)
+    worst-case time, one thread, a float64 copy of ``cost``; integer costs are exact
+    while partial sums stay below ``2**53`` in magnitude. CuPy input on the CPU is
+    copied to the host and the result copied back.
+
+    References
+    ----------
+    D. F. Crouse, "On implementing 2D rectangular assignment algorithms", IEEE
+    Transactions on Aerospace and Electronic Systems 52(4), 2016.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from vision_cuts import linear_sum_assignment
+    >>> cost = np.array([[4, 1, 3], [2, 0, 5], [3, 2, 2]])
+    >>> row_ind, col_ind = linear_sum_assignment(cost, backend="cpu")
+    >>> col_ind.tolist(), int(cost[row_ind, col_ind].sum())
+    ([1, 0, 2], 5)
+    """
+    cost = _as_cost_array(cost, "cost", 2, "(n, m) cost matrix")
+    maximize = bool(maximize)
+    _pick_backend(backend, cost)
+    on_gpu = is_cupy_array(cost)
+    host = to_numpy(cost)
+    _check_values(host, "cost", maximize)
+    from ._assignment_cpu import linear_sum_assignment_cpu
+
+    row_ind, col_ind = linear_sum_assignment_cpu(host, maximize)
+    return _same_kind(on_gpu, row_ind, col_ind)
+
+
+def linear_sum_assignment_batched(
+    costs: Any, maximize: bool = False, *, backend: str = "auto"
+) -> tuple[Any, Any]:
+    """Solve a stack of equally shaped linear assignment problems in one call.
+
+    Parameters
+    ----------
+    costs : array_like, shape (B, n, m)
+        ``costs[b]`` is the cost matrix of problem ``b``, with the conventions of
+        :func:`linear_sum_assignment` (real dtype, ``inf`` / ``-inf`` when
+        ``maximize`` forbids a pair, rectangular either way).
+    maximize : bool, optional
+        Maximise every total instead of minimising it.
+    backend : {"auto", "cpu", "gpu"}
+        Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
+        ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
+        CPU (``VISION_CUTS_BACKEND`` overrides it). Assignment has no GPU solver yet:
+        ``"auto"`` runs on the CPU and ``"gpu"`` raises (see Raises).
+
+    Returns
+    -------
+    row_ind, col_ind : ndarray of int64, shape (B, k), k = min(n, m)
+        ``(row_ind[b], col_ind[b])`` is an optimal assignment of ``costs[b]``, exactly
+        as :func:`linear_sum_assignment` would return it in form: ``row_ind[b]`` is
+        sorted (``arange(k)`` when ``n <= m``) and the total is
+        ``costs[b][row_ind[b], col_ind[b]].sum()``. Every problem of a stack pairs the
+        same number ``k`` of rows, hence 2-D arrays rather than lists. Same array kind
+        (NumPy / CuPy) as ``costs``.
+
+    Raises
+    ------
+    TypeError
+        ``costs`` is None or has a non-numeric dtype.
+    ValueError
+        ``costs`` is not 3-D, contains NaN or an infinity of the wrong sign, or some
+        problem is infeasible; the message names the first infeasible index
+        ``costs[b]`` and how many there are.
+    BackendUnavailableError
+        ``backend="gpu"`` without a usable device.
+    NotImplementedError
+        ``backend="gpu"`` with a device: the GPU assignment solver does not exist yet.
+
+    See Also
+    --------
+    linear_sum_assignment : one problem.
+
+    Notes
+    -----
+    The CPU path is compiled with numba and solves the whole stack in one call,
+    problems spread over the cores (``numba.prange``), with no Python work per
+    problem. Each problem runs Jonker-Volgenant (column reduction, reduction
+    transfer, augmenting row reduction, shortest augmenting paths; the algorithm of
+    ``lap.lapjv``), padded to square with zero rows when it is at most twice as wide
+    as tall; very wide problems and problems with forbidden pairs run a port of
+    SciPy's own solver (Crouse 2016), which handles ``inf`` and infeasibility. Both
+    are exact; costs are float64, so integer costs are exact while partial sums stay
+    below ``2**53`` in magnitude. On ties the chosen assignment may differ from
+    SciPy's; the optimal total does not. Measured on 2 cores against a Python loop
+    over SciPy: 3-7x faster on 10,000 problems of 32 x 32 and 1,000 of 128 x 128
+    (``benchmarks/bench_assignment.py``).
+
+    References
+    ----------
+    R. Jonker and A. Volgenant, "A shortest augmenting path algorithm for dense and
+    sparse linear assignment problems", Computing 38, 1987.
+
+    D. F. Crouse, "On implementing 2D rectangular assignment algorithms", IEEE
+    Transactions on Aerospace and Electronic Systems 52(4), 2016.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from vision_cuts import linear_sum_assignment_batched
+    >>> costs = np.array([[[4, 1], [2, 0]], [[1, 9], [9, 1]]])
+    >>> row_ind, col_ind = linear_sum_assignment_batched(costs, backend="cpu")
+    >>> row_ind.tolist(), col_ind.tolist()
+    ([[0, 1], [0, 1]], [[1, 0], [0, 1]])
+    """
+    costs = _as_cost_array(costs, "costs", 3, "(B, n, m) stack of cost matrices")
+    maximize = bool(maximize)
+    _pick_backend(backend, costs)
+    on_gpu = is_cupy_array(costs)
+    host = to_numpy(costs)
+    from ._assignment_cpu import INFEASIBLE, INVALID, linear_sum_assignment_batched_cpu
+
+    # NaN and wrong-sign infinities are found inside the compiled solver, in the scan
+    # it makes anyway, and reported here with the same message as the single form
+    row_ind, col_ind, status = linear_sum_assignment_batched_cpu(host, maximize)
+    if (status == INVALID).any():
+        _check_values(host, "costs", maximize)
+        raise AssertionError("the solver flagged a problem that _check_values accepts")
+    if (status == INFEASIBLE).any():
+        bad = np.flatnonzero(status == INFEASIBLE)
+        n, m = host.shape[1:]
+        raise ValueError(
+            f"cost matrix is infeasible: costs[{int(bad[0])}] has no assignment of "
+            f"min(n, m) = {min(n, m)} pairs that avoids every forbidden pair "
+            f"({bad.size} of {host.shape[0]} problems infeasible, indices "
+            f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''})"
+        )
+    return _same_kind(on_gpu, row_ind, col_ind)
