@@ -33,8 +33,15 @@ def _clean_env() -> dict:
 
 
 def _loaded_after(code: str, tmp_path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_clean_env(),
-                         capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -96,8 +103,10 @@ def _literal(node: ast.AST | None, consts: dict) -> str | re.Pattern | None:
     if isinstance(node, ast.Name) and node.id in consts:
         return consts[node.id]
     if isinstance(node, ast.JoinedStr):
-        parts = [re.escape(v.value) if isinstance(v, ast.Constant) else r"\w+"
-                 for v in node.values]
+        parts = [
+            re.escape(v.value) if isinstance(v, ast.Constant) else r"\w+"
+            for v in node.values
+        ]
         return re.compile("".join(parts))
     return None
 
@@ -123,8 +132,13 @@ def requested_from_python() -> tuple[list, list]:
             if not isinstance(call, ast.Call):
                 continue
             func = call.func
-            fname = (func.attr if isinstance(func, ast.Attribute)
-                     else func.id if isinstance(func, ast.Name) else None)
+            fname = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else None
+            )
             if fname == "get_kernel":
                 arg = _call_arg(call, 1, "func")
             elif fname == "get_function":
@@ -155,12 +169,14 @@ def test_requested_kernels_exist():
     for where, name in names:
         if isinstance(name, re.Pattern):
             assert any(name.fullmatch(k) for k in defined), (
-                f"{where}: no extern \"C\" __global__ kernel in kernels/*.cu matches "
-                f"{name.pattern!r}")
+                f'{where}: no extern "C" __global__ kernel in kernels/*.cu matches '
+                f"{name.pattern!r}"
+            )
         else:
             assert name in defined, (
-                f"{where}: kernel {name!r} is not an extern \"C\" __global__ in "
-                f"kernels/*.cu (defined: {sorted(defined)})")
+                f'{where}: kernel {name!r} is not an extern "C" __global__ in '
+                f"kernels/*.cu (defined: {sorted(defined)})"
+            )
     for where, name in files:
         assert isinstance(name, str), f"{where}: kernel file given as an f-string"
         assert name in cu, f"{where}: get_module({name!r}) but kernels/ has {cu}"
@@ -192,7 +208,11 @@ def test_kernel_names_parser(monkeypatch):
     """
     monkeypatch.setattr(_kernels, "kernel_source", lambda name: src)
     assert _kernels.kernel_names("fake.cu") == [
-        "plain", "bounds_before", "bounds_after", "spaced"]
+        "plain",
+        "bounds_before",
+        "bounds_after",
+        "spaced",
+    ]
 
 
 @pytest.mark.gpu
@@ -229,8 +249,9 @@ def _copy_source(dst: Path) -> Path:
 
 def _check_shipped(files: set[str]):
     """The built package holds the kernels, the datasets and every module."""
-    kernel_sources = sorted(p.name for p in KERNELS.iterdir()
-                            if p.suffix in (".cu", ".cuh"))
+    kernel_sources = sorted(
+        p.name for p in KERNELS.iterdir() if p.suffix in (".cu", ".cuh")
+    )
     for name in kernel_sources:
         assert f"vision_cuts/kernels/{name}" in files, f"kernels/{name} is not shipped"
     assert "vision_cuts/kernels/__init__.py" in files
@@ -250,30 +271,61 @@ def test_build_py_ships_kernels_and_datasets(tmp_path):
     src = _copy_source(tmp_path / "src")
     out = tmp_path / "lib"
     run = subprocess.run(
-        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q",
-         "build_py", "-d", str(out)],
-        cwd=src, env=_clean_env(), capture_output=True, text=True, timeout=300,
-        check=False)
+        [
+            sys.executable,
+            "-c",
+            "import setuptools; setuptools.setup()",
+            "-q",
+            "build_py",
+            "-d",
+            str(out),
+        ],
+        cwd=src,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     _check_shipped(files)
 
 
 def _can_build_wheels() -> bool:
-    return (importlib.util.find_spec("wheel") is not None
-            or importlib.util.find_spec("setuptools.command.bdist_wheel") is not None)
+    return (
+        importlib.util.find_spec("wheel") is not None
+        or importlib.util.find_spec("setuptools.command.bdist_wheel") is not None
+    )
 
 
 @pytest.mark.skipif(
     not _can_build_wheels(),
-    reason="no bdist_wheel: setuptools < 70.1 needs the 'wheel' package")
+    reason="no bdist_wheel: setuptools < 70.1 needs the 'wheel' package",
+)
 def test_wheel_ships_kernels_and_datasets(tmp_path):
     src = _copy_source(tmp_path / "src")
     dist = tmp_path / "dist"
     run = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(dist), str(src)],
-        env=_clean_env(), capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     (wheel,) = dist.glob("vision_cuts-*.whl")
     with zipfile.ZipFile(wheel) as zf:
@@ -285,10 +337,19 @@ def test_wheel_ships_kernels_and_datasets(tmp_path):
 
 
 PUBLIC_MODULES = [
-    "vision_cuts", "vision_cuts.grid", "vision_cuts.maxflow", "vision_cuts.exceptions",
-    "vision_cuts._backend", "vision_cuts._kernels", "vision_cuts._validate",
-    "vision_cuts._maxflow_cpu", "vision_cuts.datasets.synthetic",
-    "vision_cuts.segmentation", "vision_cuts.assignment", "vision_cuts.datasets.grabcut"]
+    "vision_cuts",
+    "vision_cuts.grid",
+    "vision_cuts.maxflow",
+    "vision_cuts.exceptions",
+    "vision_cuts._backend",
+    "vision_cuts._kernels",
+    "vision_cuts._validate",
+    "vision_cuts._maxflow_cpu",
+    "vision_cuts.datasets.synthetic",
+    "vision_cuts.segmentation",
+    "vision_cuts.assignment",
+    "vision_cuts.datasets.grabcut",
+]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)
@@ -304,7 +365,15 @@ def test_public_surface():
     names = vision_cuts.__all__
     assert all(not n.startswith("_") for n in names)
     assert len(names) <= 20  # about a dozen names; internals stay underscored
-    for n in ("grid_energy", "grid_graph", "maxflow_grid", "GridEnergy", "MinCut",
-              "NonSubmodularError", "BackendUnavailableError", "gpu_available"):
+    for n in (
+        "grid_energy",
+        "grid_graph",
+        "maxflow_grid",
+        "GridEnergy",
+        "MinCut",
+        "NonSubmodularError",
+        "BackendUnavailableError",
+        "gpu_available",
+    ):
         assert n in names
     assert isinstance(vision_cuts.__version__, str)
