@@ -8,6 +8,7 @@ from .exceptions import BackendUnavailableError, NonSubmodularError, VisionCutsE
 from .grid import GridEnergy, grid_energy, grid_graph
 from .maxflow import MinCut, maxflow_grid
 from .segmentation import GrabCutResult, grabcut, segment
+from .stereo import stereo_disparity
 
 __version__ = "0.1.0"
 
@@ -26,4 +27,5 @@ __all__ = [
     "linear_sum_assignment_batched",
     "maxflow_grid",
     "segment",
+    "stereo_disparity",
 ]
