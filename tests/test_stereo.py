@@ -202,3 +202,51 @@ def test_tsukuba_expansion_bad1(data_dir):
     s = mb.load_stereo("tsukuba", data_dir)
     d = stereo_disparity(s.left, s.right, max_disparity=s.max_disp, backend="cpu")
     assert mb.bad_pixel_rate(d, s.gt_disparity, 1.0) < 10.0
+
+
+# ---- command line ------------------------------------------------------------------
+
+
+def test_cli_stereo_outputs(tmp_path, capsys):
+    import cv2
+
+    from vision_cuts import cli
+    from vision_cuts.io import read_pfm
+
+    rng = np.random.default_rng(5)
+    tex = (rng.random((40, 70, 3)) * 255).astype(np.uint8)
+    left = tex[:, :60]
+    right = tex[:, 4:64]  # left (x, y) = tex (x, y) = right (x - 4, y): disparity 4
+    lp, rp = tmp_path / "l.png", tmp_path / "r.png"
+    cv2.imwrite(str(lp), left[..., ::-1])
+    cv2.imwrite(str(rp), right[..., ::-1])
+    pic, pfm, p16 = tmp_path / "d.png", tmp_path / "d.pfm", tmp_path / "d16.png"
+    argv = ["stereo", str(lp), str(rp), "--max-disparity", "8", "-o", str(pic),
+            "--colormap", "--pfm", str(pfm), "--png16", str(p16), "--backend", "cpu"]
+    assert cli.main(argv) == 0
+    disp = read_pfm(pfm)
+    assert disp.shape == (40, 60)
+    assert (np.abs(disp[:, 8:] - 4) <= 1).mean() > 0.95
+    np.testing.assert_array_equal(cv2.imread(str(p16), cv2.IMREAD_UNCHANGED),
+                                  (disp * 256).astype(np.uint16))
+    colour = cv2.imread(str(pic))
+    assert colour.shape[0] == 40 and colour.shape[1] > 60  # picture + colour bar
+    assert "disparity of a 60x40 pair" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["stereo", "camera"], "give LEFT and RIGHT"),
+        (["stereo", "motorcycle", "camera"], "takes no RIGHT"),
+        (["stereo", "camera", "coffee"], "same shape"),
+        (["stereo", "camera", "camera", "--max-disparity", "0"], "max_disparity"),
+    ],
+)
+def test_cli_stereo_errors(argv, match):
+    from vision_cuts import cli
+
+    if "--max-disparity" not in argv:
+        argv = [*argv, "--max-disparity", "4"]
+    with pytest.raises(SystemExit, match=match):
+        cli.main(argv)

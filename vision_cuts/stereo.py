@@ -222,6 +222,7 @@ def _expansion(
     max_cycles: int,
     backend: str,
     init: np.ndarray | None = None,
+    callback: Any = None,
 ) -> np.ndarray:
     ndisp, m, n = cost.shape
     cost = cost.astype(np.int64)
@@ -229,9 +230,11 @@ def _expansion(
     energy = stereo_energy(cost, w, labels, smoothness=kind, truncation=trunc)
     rows = np.arange(m)[:, None]
     cols = np.arange(n)[None, :]
-    for _ in range(max_cycles):
+    for cycle in range(max_cycles):
         improved = False
         for alpha in range(ndisp):
+            if callback is not None and alpha:
+                callback(cycle * ndisp + alpha, max_cycles * ndisp)
             a = np.full_like(labels, alpha)
             unary = np.empty((m, n, 2), dtype=np.int64)
             unary[..., 0] = cost[labels, rows, cols]
@@ -259,6 +262,8 @@ def _expansion(
                 improved = True
         if not improved:
             break
+    if callback is not None:
+        callback(max_cycles * ndisp, max_cycles * ndisp)
     return labels
 
 
@@ -310,6 +315,7 @@ def solve_disparity(
     truncation: int = 2,
     max_cycles: int = 5,
     backend: str = "auto",
+    callback: Any = None,
 ) -> np.ndarray:
     """Minimise the stereo energy of an integer cost volume over labels ``0 .. D-1``.
 
@@ -350,8 +356,13 @@ def solve_disparity(
     if truncation < 1:
         raise ValueError(f"truncation must be >= 1, got {truncation}")
     if method == "ishikawa":
-        return _ishikawa(c, w, backend)
-    return _expansion(c, w, kind, int(truncation), int(max_cycles), backend)
+        labels = _ishikawa(c, w, backend)
+        if callback is not None:
+            callback(1, 1)
+        return labels
+    return _expansion(
+        c, w, kind, int(truncation), int(max_cycles), backend, callback=callback
+    )
 
 
 # ---------------------------------------------------------------------- front door
@@ -369,6 +380,7 @@ def stereo_disparity(
     cost_scale: float = 100.0,
     census_radius: int = 2,
     window: int = 3,
+    callback: Any = None,
 ) -> np.ndarray:
     """Dense disparity of the left view by graph cuts.
 
@@ -398,6 +410,9 @@ def stereo_disparity(
         Costs and weights are quantised to ``round(value * cost_scale)`` (int32).
     census_radius, window : int
         Cost-volume parameters (:func:`stereo_cost_volume`).
+    callback : callable, optional
+        Progress: called as ``callback(done, total)`` after each move (expansion) or
+        the cut (Ishikawa); ``done == total`` at the end.
 
     Returns
     -------
@@ -428,6 +443,7 @@ def stereo_disparity(
         smoothness=kind,
         truncation=truncation,
         max_cycles=max_cycles,
+        callback=callback,
         backend=backend,
     )
     return labels.astype(np.float32)
