@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._common import base_folder
+
 __all__ = [
     "SCRIBBLE_SETS",
     "UNKNOWN",
@@ -34,7 +36,6 @@ __all__ = [
     "load_grabcut",
 ]
 
-_ENV = "VISION_CUTS_DATA"
 _SUBDIR = "grabcut"
 _IMAGE_DIR = "data_GT"
 _GT_DIR = "boundary_GT"
@@ -205,19 +206,7 @@ def data_root(path: str | os.PathLike | None = None) -> Path:
         If neither ``path`` nor ``VISION_CUTS_DATA`` is given, or the folder or its
         ``grabcut/`` subfolder does not exist.
     """
-    if path is None:
-        env = os.environ.get(_ENV, "").strip()
-        if not env:
-            raise FileNotFoundError(
-                f"no data folder: pass root= or set the environment variable {_ENV} "
-                f"to the folder holding {_SUBDIR}/ (and middlebury_stereo/, ...)"
-            )
-        path, origin = env, f"{_ENV}={env!r}"
-    else:
-        origin = f"root={os.fspath(path)!r}"
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise FileNotFoundError(f"data folder {root} does not exist ({origin})")
+    root, origin = base_folder(path, _SUBDIR)
     if (root / _BOX_DIR).is_dir() and (root / _IMAGE_DIR).is_dir():
         return root.parent  # given the grabcut folder itself
     if not (root / _SUBDIR).is_dir():

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._common import base_folder
+
 __all__ = [
     "SETS",
     "StereoSample",
@@ -31,7 +33,6 @@ __all__ = [
     "stereo_names",
 ]
 
-_ENV = "VISION_CUTS_DATA"
 _SUBDIR = "middlebury_stereo"
 
 
@@ -84,19 +85,7 @@ def data_root(path: str | os.PathLike | None = None) -> Path:
     itself is accepted too. Raises FileNotFoundError when neither is given or the
     folder is missing.
     """
-    if path is None:
-        env = os.environ.get(_ENV, "").strip()
-        if not env:
-            raise FileNotFoundError(
-                f"no data folder: pass root= or set the environment variable {_ENV} "
-                f"to the folder holding {_SUBDIR}/"
-            )
-        path, origin = env, f"{_ENV}={env!r}"
-    else:
-        origin = f"root={os.fspath(path)!r}"
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise FileNotFoundError(f"data folder {root} does not exist ({origin})")
+    root, origin = base_folder(path, _SUBDIR)
     if root.name == _SUBDIR:
         return root.parent
     if not (root / _SUBDIR).is_dir():
