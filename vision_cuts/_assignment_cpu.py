@@ -64,6 +64,20 @@ def linear_sum_assignment_cpu(cost: np.ndarray, maximize: bool) -> tuple:
     return rows[0], cols[0]
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _augment(pred, row4col, col4row, sink, start):
+    """Flip the alternating path that ends at column ``sink`` back to row ``start``."""
+    j = sink
+    while True:
+        i = pred[j]
+        row4col[j] = i
+        tmp = col4row[i]
+        col4row[i] = j
+        j = tmp
+        if i == start:
+            break
+
+
 @nb.njit(cache=True, nogil=True)
 def _solve_one(c, u, v, spc, path, col4row, row4col, rows, cols, remaining):
     """Min-cost assignment of every row of ``c`` (nr <= nc); False when infeasible.
@@ -126,16 +140,7 @@ def _solve_one(c, u, v, spc, path, col4row, row4col, rows, cols, remaining):
         for k in range(ncols):
             j = cols[k]
             v[j] -= minval - spc[j]
-        # augment along the path
-        j = sink
-        while True:
-            i = path[j]
-            row4col[j] = i
-            tmp = col4row[i]
-            col4row[i] = j
-            j = tmp
-            if i == cur:
-                break
+        _augment(path, row4col, col4row, sink, cur)
     return True
 
 
@@ -294,16 +299,7 @@ def _jv_square(c, x, y, v, free, d, cols, pred, unique):
         for k in range(nready):
             j = cols[k]
             v[j] += d[j] - mind
-        # augment
-        j = final_j
-        while True:
-            i = pred[j]
-            y[j] = i
-            tmp = x[i]
-            x[i] = j
-            j = tmp
-            if i == start:
-                break
+        _augment(pred, y, x, final_j, start)
 
 
 _FINITE, _FORBIDDEN, _INVALID = 0, 1, 2  # what _classify finds in a problem

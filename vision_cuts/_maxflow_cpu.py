@@ -29,11 +29,8 @@ import numpy as np
 
 __all__ = ["maxflow_grid_cpu"]
 
-_NOPARENT = -1  # free node
-# parent codes 0..K-1: direction of the arc from the node to its parent
-_TERMINAL = 8
-_ORPHAN = 9
-_FREE, _S, _T = 0, 1, 2
+# Parent codes in the node record (see below): 0..K-1 = direction of the arc to the
+# parent, 8 = the parent is the terminal, 9 = orphan; tree 0 free, 1 source, 2 sink.
 _INF_D = 1 << 30
 
 

@@ -11,7 +11,7 @@ from ._backend import is_cupy_array, resolve_backend
 from .grid import grid_energy
 from .maxflow import maxflow_grid
 
-__all__ = ["GaussianMixture", "GrabCutResult", "contrast_weights", "grabcut", "segment"]
+__all__ = ["GaussianMixture", "GrabCutResult", "grabcut", "segment"]
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +49,6 @@ def segment(
     """
     energy = grid_energy(unary, pairwise, weights=weights, scale=scale)
     return maxflow_grid(energy, backend=backend).labels
-
-
-def contrast_weights(image: Any, *, lam: float = 50.0) -> np.ndarray:
-    """Contrast-sensitive weights ``lam * exp(-beta |I_p - I_q|^2)`` (int32).
-
-    ``beta = 1 / (2 <|I_p - I_q|^2>)`` as in GrabCut. ``image`` is (M, N), (M, N, C)
-    or a single-channel volume (P, M, N). Returns ``(ndim, *grid)`` weights.
-    """
-    from .datasets.synthetic import contrast_weights as _cw  # noqa: I001
-
-    return _cw(np.asarray(image), lam=lam)
 
 
 # ---- GrabCut ------------------------------------------------------------------------
