@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # GPU check: install the package (and the baseline wheels in .whl/, if any) into a
-# throw-away folder, run the GPU test suite with VISION_CUTS_REQUIRE_GPU=1 (a skip
-# is a failure), the CPU suite, then the grid benchmark with both backends and the
-# baselines in the same run. Logs go to $OUT (default /tmp/vc-gpu-check).
+# throw-away folder, then run the chosen sections. Logs go to $OUT (default
+# /tmp/vc-gpu-check). Sections:
+#   gputests    the GPU test suite with VISION_CUTS_REQUIRE_GPU=1 (a skip is a failure)
+#   cputests    the CPU test suite against the installed package
+#   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run
+#   grabcut     GrabCut evaluation against cv2.grabCut, plus the 1920x1080 size test
+#   assignment  assignment benchmark against SciPy and lap in the same run
+#   stereo      Middlebury stereo evaluation against cv2.StereoSGBM
+#   all         everything above (the default)
+#   quick       the same as gputests
 #
-#   bash benchmarks/gpu_check.sh              # everything
-#   bash benchmarks/gpu_check.sh quick        # GPU tests only
-#   bash benchmarks/gpu_check.sh quick grabcut  # GPU tests + GrabCut evaluation
+#   bash benchmarks/gpu_check.sh                 # everything
+#   bash benchmarks/gpu_check.sh gputests grid   # GPU tests + grid benchmark
+# The data sections need VISION_CUTS_DATA.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/vc-gpu-check}
 mkdir -p "$OUT"
+SECTIONS=" ${*:-all} "
+SECTIONS=${SECTIONS/ quick / gputests }
+want() { [[ "$SECTIONS" == *" all "* || "$SECTIONS" == *" $1 "* ]]; }
+
 SITE=/tmp/vc-site
 rm -rf "$SITE" && mkdir -p "$SITE"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -26,27 +37,38 @@ export PYTHONPATH="$SITE"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 rc=0
+have_data() {
+    [ -n "${VISION_CUTS_DATA:-}" ] && return 0
+    echo "VISION_CUTS_DATA is not set: $1 skipped"
+    return 1
+}
 # -P: do not put the source tree on sys.path (the installed package is tested)
-VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu tests \
-    2>&1 | tee "$OUT/tests_gpu.log" || rc=1
-if [ "${1:-}" != "quick" ]; then
+if want gputests; then
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu tests \
+        2>&1 | tee "$OUT/tests_gpu.log" || rc=1
+fi
+if want cputests; then
     python3 -P -m pytest -q -p no:cacheprovider -m "not gpu and not gui" tests \
         2>&1 | tee "$OUT/tests_cpu.log" || rc=1
+fi
+if want grid; then
     python3 -P benchmarks/bench_grid.py --backend cpu gpu --sizes 0.3 2 4 8 \
         --volumes 128 256 --json "$OUT/bench_grid.json" 2>&1 | tee "$OUT/bench_grid.log" \
         || rc=1
 fi
-if [ "${1:-}" != "quick" ] || [ "${2:-}" = "grabcut" ]; then
-    # GrabCut against cv2.grabCut: the benchmark images (needs VISION_CUTS_DATA) and a
-    # 1920x1080 picture end to end
-    if [ -n "${VISION_CUTS_DATA:-}" ]; then
-        python3 -P benchmarks/eval_grabcut.py --backend cpu gpu \
-            --json "$OUT/eval_grabcut.json" 2>&1 | tee "$OUT/eval_grabcut.log" || rc=1
-        python3 -P benchmarks/eval_grabcut.py --backend cpu gpu --size-test \
-            --json "$OUT/eval_grabcut_1080p.json" 2>&1 | tee "$OUT/eval_grabcut_1080p.log" \
-            || rc=1
-    else
-        echo "VISION_CUTS_DATA is not set: GrabCut evaluation skipped"
-    fi
+if want grabcut && have_data grabcut; then
+    python3 -P benchmarks/eval_grabcut.py --backend cpu gpu \
+        --json "$OUT/eval_grabcut.json" 2>&1 | tee "$OUT/eval_grabcut.log" || rc=1
+    python3 -P benchmarks/eval_grabcut.py --backend cpu gpu --size-test \
+        --json "$OUT/eval_grabcut_1080p.json" 2>&1 | tee "$OUT/eval_grabcut_1080p.log" \
+        || rc=1
+fi
+if want assignment; then
+    python3 -P benchmarks/bench_assignment.py --backend cpu gpu \
+        --json "$OUT/bench_assignment.json" 2>&1 | tee "$OUT/bench_assignment.log" || rc=1
+fi
+if want stereo && have_data stereo; then
+    python3 -P benchmarks/eval_stereo.py --backend cpu gpu \
+        --json "$OUT/eval_stereo.json" 2>&1 | tee "$OUT/eval_stereo.log" || rc=1
 fi
 exit $rc

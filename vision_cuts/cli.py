@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import time
@@ -10,6 +11,10 @@ import time
 import numpy as np
 
 SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat")
+
+# Sub-commands that live in their own modules (``vision_cuts.<name>``); each module
+# has ``add_parser(subparsers)``, which registers the command and sets ``func``.
+_COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def _load_image(spec: str) -> np.ndarray:
@@ -302,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--pfm", help="write the float disparity as PFM")
     st.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
     st.set_defaults(func=_cmd_stereo)
+
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"vision_cuts.{name}").add_parser(sub)
     return p
 
 
