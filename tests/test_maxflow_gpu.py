@@ -222,6 +222,54 @@ def test_volume_energy():
     assert energy.energy(gpu.labels) == energy.constant + gpu.flow
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (37, 53), (120, 90), (9, 10, 11)])
+def test_warm_start_matches_cold(shape, rng):
+    """A chain of solves on the same arcs with new terminal capacities, each
+    warm-started from the last one's residual arcs (as GrabCut's iterations do):
+    flows equal the CPU's and labels equal a cold GPU solve's, with NumPy and CuPy
+    inputs."""
+    cp = _cupy()
+    from vision_cuts.maxflow import _maxflow_warm
+
+    _, _, e = synthetic.random_grid_graph(shape, rng, high=60)
+    res = None
+    warm_used = 0
+    for step in range(6):
+        s, t, _ = synthetic.random_grid_graph(shape, rng, high=60)
+        g = grid_graph(s, t, e)
+        if step % 2:
+            g = grid_graph(cp.asarray(s), cp.asarray(t), cp.asarray(e))
+        cut, res = _maxflow_warm(g, res)
+        warm_used += cut.stats["warm_start"]
+        f_cpu, _, _ = maxflow_grid_cpu(s, t, e)
+        assert cut.flow == f_cpu
+        cold = maxflow_grid(g, backend="gpu")
+        assert np.array_equal(cp.asnumpy(cp.asarray(cut.labels)),
+                              cp.asnumpy(cp.asarray(cold.labels)))
+        assert isinstance(cut.labels, cp.ndarray) == (step % 2 == 1)
+    assert warm_used == 5
+
+
+def test_warm_start_segmentation_chain():
+    """Segmentation energies whose unaries drift (GrabCut-like): warm == cold."""
+    _cupy()
+    from vision_cuts.maxflow import _maxflow_warm
+
+    data = pytest.importorskip("skimage.data")
+    img = data.astronaut()[::2, ::2]
+    unary, weights = synthetic.segmentation_problem(img)
+    rng = np.random.default_rng(5)
+    res = None
+    for _ in range(4):
+        energy = grid_energy(unary, weights=weights)
+        cut, res = _maxflow_warm(energy, res)
+        cold = maxflow_grid(energy, backend="gpu")
+        assert cut.flow == cold.flow == maxflow_grid(energy, backend="cpu").flow
+        assert np.array_equal(cut.labels, cold.labels)
+        unary = unary + rng.integers(-8, 9, size=unary.shape).astype(unary.dtype)
+        unary = np.maximum(unary, 0)
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0, 2, 2)])
 def test_empty_grid(shape):
     cp = _cupy()

@@ -385,6 +385,7 @@ def maxflow_grid_gpu(
     max_rounds: int | None = None,
     graph: bool = True,
     profile: bool = False,
+    residual: bool = False,
 ) -> tuple[int, Any, dict]:
     """Exact max-flow / min-cut of a validated grid graph on the GPU.
 
@@ -441,6 +442,10 @@ def maxflow_grid_gpu(
         Replay each round as a captured CUDA graph (fewer host launches).
     profile : bool
         Time the phases with CUDA events (no graph).
+    residual : bool
+        Also return the final residual arc capacities, a cupy int32 array of the
+        shape of ``edges``, as ``stats["residual"]`` (a warm start of the next solve
+        on the same arcs: :func:`warm_start_graph`).
 
     Raises
     ------
@@ -466,6 +471,11 @@ def maxflow_grid_gpu(
                 "time_s": 0.0,
                 "sweeps": 0,
                 "global_relabels": 0,
+                **(
+                    {"residual": cupy.zeros((k, *shape), dtype=cupy.int32)}
+                    if residual
+                    else {}
+                ),
             },
         )
     if n > _MAX_NODES:
@@ -586,6 +596,7 @@ def maxflow_grid_gpu(
         relabels = len(history)
         sweeps = sum(p[0] for p in plan[: relabels - 1])
         flow, labels = solver.result()
+        res = solver.rc.reshape((k, *shape)).copy() if residual else None
         mark("result")
         caller.wait_event(stream.record())
     t1 = time.perf_counter()
@@ -611,6 +622,8 @@ def maxflow_grid_gpu(
             for e0, e1 in zip(done_events, done_events[1:], strict=False)
         ],
     }
+    if residual:
+        stats["residual"] = res
     if profile:  # device milliseconds per phase, summed over the rounds
         phases: dict = {}
         rounds: dict = {"push": [], "relabel": [], "relabel_bfs": []}

@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._backend import is_cupy_array, resolve_backend
-from .grid import grid_energy
-from .maxflow import maxflow_grid
+from ._backend import is_cupy_array, resolve_backend, to_numpy
+from .grid import GridEnergy, grid_energy
+from .maxflow import _maxflow_warm, maxflow_grid
 
 __all__ = ["GaussianMixture", "GrabCutResult", "grabcut", "segment"]
 
@@ -248,16 +248,104 @@ def _fit_gmm(xs: Any, comp: Any, k: int, xp) -> GaussianMixture:
         )
         stats = onehot.T @ feats  # (k, 1 + c + len(pairs))
         cnt, sums, second = stats[:, 0], stats[:, 1 : 1 + c], stats[:, 1 + c :]
-    prods = xp.empty((k, c, c), dtype=xp.float64)
-    for q, (i, j) in enumerate(pairs):
-        prods[:, i, j] = second[:, q]
-        prods[:, j, i] = second[:, q]
+    return _gmm_from_stats(cnt, sums, second, xp)
+
+
+def _pair_index(c: int) -> np.ndarray:
+    """(c, c) index of entry (i, j) of a symmetric matrix in the list of its
+    distinct entries (i <= j, row by row), as _fit_gmm orders them."""
+    idx = np.empty((c, c), dtype=np.intp)
+    q = 0
+    for i in range(c):
+        for j in range(i, c):
+            idx[i, j] = idx[j, i] = q
+            q += 1
+    return idx
+
+
+def _gmm_from_stats(cnt: Any, sums: Any, second: Any, xp) -> GaussianMixture:
+    """The mixture from per-component pixel counts, sums and second moments.
+
+    ``second`` holds the distinct products ``x_i x_j`` (i <= j) summed per component.
+    Covariances get 0.01 on the diagonal (as OpenCV: keeps singular models usable).
+    """
+    k, c = sums.shape
+    prods = second[:, xp.asarray(_pair_index(c).reshape(-1))].reshape(k, c, c)
     safe = xp.maximum(cnt, 1.0)
     means = sums / safe[:, None]
     covs = prods / safe[:, None, None] - means[:, :, None] * means[:, None, :]
-    covs = covs + 0.01 * xp.eye(c)[None]  # as OpenCV: keeps singular models usable
-    weights = cnt / max(float(n), 1.0)
+    covs = covs + 0.01 * xp.eye(c)[None]
+    weights = cnt / xp.maximum(cnt.sum(), 1.0)
     return GaussianMixture(weights, means, covs)
+
+
+def _pixel_features(xs: Any, xp) -> Any:
+    """(N, 10) float64: 1, the colour, and its six distinct products x_i x_j."""
+    n, c = xs.shape
+    x64 = xs.astype(xp.float64)
+    i, j = np.triu_indices(c)
+    return xp.concatenate(
+        [xp.ones((n, 1)), x64, x64[:, xp.asarray(i)] * x64[:, xp.asarray(j)]], axis=1
+    )
+
+
+def _gpu_pixel_models(xs: Any, fg: GaussianMixture, bg: GaussianMixture) -> tuple:
+    """GPU: for every pixel and both models (0 = foreground, 1 = background), the
+    most likely component (2, N) uint8 and the mixture's negative log-likelihood
+    (2, N) float32, in one kernel (kernels/grabcut.cu). The models are NumPy arrays
+    (a few dozen numbers: one upload)."""
+    import cupy as cp
+
+    from ._kernels import get_kernel, get_module
+
+    k = int(fg.weights.shape[0])
+    n = int(xs.shape[0])
+    packed = np.concatenate(
+        [
+            np.asarray(m[i], dtype=np.float64).reshape(-1)
+            for i in range(3)
+            for m in (fg, bg)
+        ]
+    )
+    dev = cp.asarray(packed)
+    w, mu, cov = dev[: 2 * k], dev[2 * k : 8 * k], dev[8 * k :]
+    comp = cp.empty((2, n), dtype=cp.uint8)
+    nll = cp.empty((2, n), dtype=cp.float32)
+    kern = get_kernel(get_module("grabcut.cu"), "gmm_pixel")
+    threads = 256
+    blocks = max(1, min(-(-n // threads), 65535))
+    kern((blocks,), (threads,), (xs, w, mu, cov, np.int32(k), np.int64(n), comp, nll))
+    return comp, nll
+
+
+def _gpu_refit(
+    feats: Any, comp: Any, lab: Any, k: int, fg: GaussianMixture, bg: GaussianMixture
+) -> tuple[GaussianMixture, GaussianMixture]:
+    """GPU: refit both models from the hard assignments in one matrix product.
+
+    Pixel p counts in foreground component ``comp[0, p]`` when ``lab[p]``, else in
+    background component ``comp[1, p]``. The (2K, 10) sums come to the host, where
+    the models (NumPy) are made; a class without pixels keeps its model.
+    """
+    import cupy as cp
+
+    col = cp.where(lab, comp[0].astype(cp.int32), k + comp[1].astype(cp.int32))
+    onehot = (col[:, None] == cp.arange(2 * k, dtype=cp.int32)[None, :]).astype(
+        cp.float64
+    )
+    stats = (onehot.T @ feats).get()  # (2k, 10)
+    out = []
+    for part, old in ((stats[:k], fg), (stats[k:], bg)):
+        if part[:, 0].sum() > 0:
+            out.append(_gmm_from_stats(part[:, 0], part[:, 1:4], part[:, 4:], np))
+        else:
+            out.append(old)
+    return out[0], out[1]
+
+
+def _host_model(gmm: GaussianMixture) -> GaussianMixture:
+    """The model as float64 NumPy arrays."""
+    return GaussianMixture(*(np.asarray(to_numpy(a), dtype=np.float64) for a in gmm))
 
 
 def _component_loglik_planes(xs: Any, gmm: GaussianMixture, xp) -> Any:
@@ -505,46 +593,79 @@ def grabcut(
         crop_w[0, :, -1] = 0
         crop_w[1, -1, :] = 0
     made, energy = 0, 0
+    gpu = xp is not np
+    if gpu:
+        # every pixel's components and costs under both models in one kernel a
+        # model update; the refit is one matrix product over fixed pixel features;
+        # each cut continues from the last one's residual arcs (same arcs, new
+        # terminal capacities: _maxflow_warm gives exactly a cold solve's answer)
+        fg_gmm, bg_gmm = _host_model(fg_gmm), _host_model(bg_gmm)
+        feats = _pixel_features(xs, xp)
+        comp_all, nll_all = _gpu_pixel_models(xs, fg_gmm, bg_gmm)
+        residual = None
+        arcs = None  # the graph's arcs (validated once: the weights do not change)
     for it in range(int(iterations)):
         lab = labels.reshape(-1)
         # assign components (in the pixel's own class) and refit both models
-        if int(lab.sum()) > 0:
-            comp = _component_loglik(xs[lab], fg_gmm, xp).argmax(axis=1)
-            fg_gmm = _fit_gmm(xs[lab], comp, k, xp)
-        comp = _component_loglik(xs[~lab], bg_gmm, xp).argmax(axis=1)
-        bg_gmm = _fit_gmm(xs[~lab], comp, k, xp)
+        if gpu:
+            fg_gmm, bg_gmm = _gpu_refit(feats, comp_all, lab, k, fg_gmm, bg_gmm)
+            comp_all, nll_all = _gpu_pixel_models(xs, fg_gmm, bg_gmm)
+        else:
+            if int(lab.sum()) > 0:
+                comp = _component_loglik(xs[lab], fg_gmm, xp).argmax(axis=1)
+                fg_gmm = _fit_gmm(xs[lab], comp, k, xp)
+            comp = _component_loglik(xs[~lab], bg_gmm, xp).argmax(axis=1)
+            bg_gmm = _fit_gmm(xs[~lab], comp, k, xp)
         if r1 == r0:  # nothing free: the constraints decide
             break
-        sub = img[r0:r1, c0:c1].reshape(-1, 3)
-        dfg = _neg_log_mixture(_component_loglik(sub, fg_gmm, xp), xp)
-        dbg = _neg_log_mixture(_component_loglik(sub, bg_gmm, xp), xp)
-        unary = xp.empty((r1 - r0, c1 - c0, 2), dtype=xp.int32)
-        unary[..., 0] = xp.rint(xp.minimum(dbg, 1e6) * _COST_SCALE).reshape(
-            r1 - r0, c1 - c0
-        )
-        unary[..., 1] = xp.rint(xp.minimum(dfg, 1e6) * _COST_SCALE).reshape(
-            r1 - r0, c1 - c0
-        )
+        if gpu:
+            nll = nll_all.reshape(2, rows, cols)[:, r0:r1, c0:c1]
+            dfg, dbg = nll[0], nll[1]
+        else:
+            sub = img[r0:r1, c0:c1].reshape(-1, 3)
+            dfg = _neg_log_mixture(_component_loglik(sub, fg_gmm, xp), xp)
+            dbg = _neg_log_mixture(_component_loglik(sub, bg_gmm, xp), xp)
         fb = fixed_bg[r0:r1, c0:c1]
         ff = fixed_fg[r0:r1, c0:c1]
-        unary[..., 1][fb] = big
-        unary[..., 0][fb] = 0
-        unary[..., 0][ff] = big
-        unary[..., 1][ff] = 0
-        energy_obj = grid_energy(unary, weights=crop_w)
-        cut = maxflow_grid(energy_obj, backend=which)
+        cost_bg = xp.rint(xp.minimum(dbg, 1e6) * _COST_SCALE).reshape(fb.shape)
+        cost_fg = xp.rint(xp.minimum(dfg, 1e6) * _COST_SCALE).reshape(fb.shape)
+        unary = xp.empty((r1 - r0, c1 - c0, 2), dtype=xp.int32)
+        unary[..., 0] = xp.where(fb, 0, xp.where(ff, big, cost_bg))
+        unary[..., 1] = xp.where(fb, big, xp.where(ff, 0, cost_fg))
+        if gpu:
+            if arcs is None:
+                arcs = grid_energy(xp.zeros_like(unary), weights=crop_w).edges
+            # the Potts construction of grid_energy (unaries are in int32 range)
+            low = xp.minimum(unary[..., 0], unary[..., 1])
+            energy_obj = GridEnergy._trusted(
+                unary[..., 1] - low, unary[..., 0] - low, arcs, 0
+            )
+            cut, residual = _maxflow_warm(energy_obj, residual)
+            constant = low.sum(dtype=xp.int64)
+        else:
+            energy_obj = grid_energy(unary, weights=crop_w)
+            cut = maxflow_grid(energy_obj, backend=which)
+            constant = energy_obj.constant
         new = labels.copy()
         new[r0:r1, c0:c1] = cut.labels.astype(bool)
         made += 1
-        energy = energy_obj.constant + cut.flow
-        changed = int((new != labels).sum())
+        changed, nonempty, constant = (
+            int(v)
+            for v in xp.stack(
+                [(new != labels).sum(dtype=xp.int64), new.any(), xp.asarray(constant)]
+            ).tolist()
+        )
+        energy = constant + cut.flow
         labels = new
         log.info("grabcut iteration %d: %d pixels changed", it + 1, changed)
         if callback is not None:
             callback(it + 1, int(iterations))
-        if changed == 0 or not bool(labels.any()):
+        if changed == 0 or not nonempty:
             break
     mask = labels.astype(xp.uint8)
+    if gpu:  # the models in the image's backend, as the CPU path gives them
+        fg_gmm = GaussianMixture(*(xp.asarray(a) for a in fg_gmm))
+        bg_gmm = GaussianMixture(*(xp.asarray(a) for a in bg_gmm))
     if is_cupy_array(mask) and not is_cupy_array(image):
         mask = mask.get()
     return GrabCutResult(mask, fg_gmm, bg_gmm, made, int(energy))
