@@ -1,0 +1,133 @@
+"""Tests of ``vision-cuts flow``: image-pair and video modes, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vision_cuts.cli import main
+from vision_cuts.io import read_flo
+
+cv2 = pytest.importorskip("cv2")
+
+
+def _frames(count: int, shape=(96, 128)):
+    """Frames of one blurred-noise picture moving by (2, 1) px per frame."""
+    rng = np.random.default_rng(3)
+    h, w = shape
+    big = (rng.random((h + 2 * count + 8, w + 2 * count + 8, 3)) * 255).astype(np.uint8)
+    big = cv2.GaussianBlur(big, (0, 0), 1.2)
+    # frame k shows big[y0 - k : ..., x0 - 2k : ...], so content moves by (+2, +1)
+    y0, x0 = count + 4, 2 * count + 4
+    return [
+        big[y0 - k : y0 - k + h, x0 - 2 * k : x0 - 2 * k + w].copy()
+        for k in range(count)
+    ]
+
+
+def _write_video(path, frames, fourcc="mp4v"):
+    h, w = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 10.0, (w, h))
+    assert writer.isOpened()
+    for f in frames:
+        writer.write(f)
+    writer.release()
+
+
+def test_pair_mode(tmp_path, capsys):
+    f0, f1 = _frames(2)
+    p0, p1 = tmp_path / "a.png", tmp_path / "b.png"
+    cv2.imwrite(str(p0), f0)
+    cv2.imwrite(str(p1), f1)
+    out, col, flo = tmp_path / "arrows.png", tmp_path / "color.png", tmp_path / "d.flo"
+    rc = main(
+        [
+            "flow",
+            str(p0),
+            str(p1),
+            "-o",
+            str(out),
+            "--color",
+            str(col),
+            "--flo",
+            str(flo),
+            "--backend",
+            "cpu",
+        ]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "flow of a 128x96 pair" in text and "matches" in text
+    assert cv2.imread(str(out)).shape == (96, 128, 3)
+    assert cv2.imread(str(col)).shape == (96, 128, 3)
+    dense = read_flo(flo)
+    assert dense.shape == (96, 128, 2)
+    assert (
+        np.abs(np.median(dense[10:-10, 10:-10].reshape(-1, 2), 0) - [2, 1]).max() < 0.1
+    )
+
+
+def test_video_mode_streams_every_pair(tmp_path, capsys):
+    src = tmp_path / "in.mp4"
+    _write_video(src, _frames(5))
+    out = tmp_path / "out.mp4"
+    rc = main(["flow", str(src), "-o", str(out), "--view", "both", "--backend", "cpu"])
+    assert rc == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    per_frame = [ln for ln in lines if ln.startswith("frame ")]
+    assert [ln.split(":")[0] for ln in per_frame] == [
+        f"frame {k}->{k + 1}" for k in range(4)
+    ]
+    assert lines[-1].startswith("flow of 4 frame pairs (128x96)")
+    # codec noise aside, the motion is (2, 1) px per frame: |v| = 2.24
+    assert all("median |v| 2.2" in ln for ln in per_frame)
+    cap = cv2.VideoCapture(str(out))
+    n = 0
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        assert frame.shape == (96, 256, 3)  # arrows | colour side by side
+        n += 1
+    cap.release()
+    assert n == 4
+
+
+def test_video_max_frames(tmp_path, capsys):
+    src = tmp_path / "in.mp4"
+    _write_video(src, _frames(5))
+    assert main(["flow", str(src), "--max-frames", "2", "--backend", "cpu"]) == 0
+    assert "flow of 2 frame pairs" in capsys.readouterr().out
+
+
+def test_bad_input(tmp_path):
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"this is not a video")
+    with pytest.raises(SystemExit, match="cannot read video"):
+        main(["flow", str(junk)])
+    with pytest.raises(SystemExit, match="no such video file"):
+        main(["flow", str(tmp_path / "missing.mp4")])
+    one = tmp_path / "one.mp4"
+    _write_video(one, _frames(1))
+    with pytest.raises(SystemExit, match="fewer than two frames"):
+        main(["flow", str(one)])
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    cv2.imwrite(str(a), np.zeros((20, 30, 3), np.uint8))
+    cv2.imwrite(str(b), np.zeros((21, 30, 3), np.uint8))
+    with pytest.raises(SystemExit, match="frames differ in size"):
+        main(["flow", str(a), str(b)])
+    with pytest.raises(SystemExit, match="cannot read image"):
+        main(["flow", str(a), str(tmp_path / "nope.png")])
+    with pytest.raises(SystemExit, match="--color and --flo are for an image pair"):
+        main(["flow", str(junk), "--flo", str(tmp_path / "x.flo")])
+    with pytest.raises(SystemExit, match="--max-features must be positive"):
+        main(["flow", str(a), str(a), "--max-features", "0"])
+
+
+def test_textureless_pair_reports_no_match(tmp_path, capsys):
+    a = tmp_path / "flat.png"
+    cv2.imwrite(str(a), np.full((40, 50, 3), 90, np.uint8))
+    out = tmp_path / "o.png"
+    assert main(["flow", str(a), str(a), "-o", str(out), "--backend", "cpu"]) == 0
+    assert "0 matches" in capsys.readouterr().out
+    assert out.is_file()

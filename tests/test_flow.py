@@ -1,0 +1,303 @@
+"""Tests of vision_cuts.flow, the flow pictures (visualize) and the .flo format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from vision_cuts import (
+    BackendUnavailableError,
+    FlowResult,
+    draw_flow_arrows,
+    flow_to_color,
+    optical_flow,
+)
+from vision_cuts import flow as flow_mod
+from vision_cuts.io import read_flo, write_flo
+
+cv2 = pytest.importorskip("cv2")
+
+
+def _texture(rng, shape=(160, 200)) -> np.ndarray:
+    """A blurred-noise RGB picture: corners everywhere, smooth enough for LK."""
+    noise = (rng.random((*shape, 3)) * 255).astype(np.uint8)
+    return cv2.GaussianBlur(noise, (0, 0), 1.2)
+
+
+def _shifted(img: np.ndarray, dx: float, dy: float) -> np.ndarray:
+    """``img`` moved by (dx, dy): out(x + dx, y + dy) = img(x, y)."""
+    m = np.float32([[1, 0, dx], [0, 1, dy]])
+    h, w = img.shape[:2]
+    return cv2.warpAffine(
+        img, m, (w, h), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT
+    )
+
+
+@pytest.fixture(scope="module")
+def pair():
+    rng = np.random.default_rng(7)
+    big = _texture(rng, (160, 200))
+    return big[20:140, 20:180].copy(), big[18:138, 17:177].copy()  # motion (3, 2)
+
+
+# ----------------------------------------------------------------------- front end
+def test_integer_translation(pair):
+    f0, f1 = pair
+    res = optical_flow(f0, f1, backend="cpu")
+    assert isinstance(res, FlowResult)
+    n = len(res.points)
+    assert n > 100
+    assert res.points.shape == (n, 2) and res.points.dtype == np.float32
+    assert res.vectors.shape == (n, 2) and res.vectors.dtype == np.float32
+    assert res.costs.shape == (n,) and res.costs.dtype == np.float32
+    assert res.dense is None
+    # points are pixel centres of frame0, one feature per pixel
+    assert np.array_equal(res.points, np.rint(res.points))
+    assert len(np.unique(res.points, axis=0)) == n
+    err = np.abs(res.vectors - [3.0, 2.0])
+    assert np.median(err) < 0.05 and np.mean(err.max(1) < 0.5) > 0.95
+    assert (res.costs >= 0).all() and (res.costs <= 0.35 + 1e-6).all()
+
+
+def test_subpixel_translation_and_dense(rng):
+    img = _texture(rng, (120, 160))
+    moved = _shifted(img, 1.6, -0.7)
+    res = optical_flow(img, moved, backend="cpu", dense=True)
+    assert len(res.points) > 50
+    inner = (
+        (res.points > 10).all(1) & (res.points[:, 0] < 150) & (res.points[:, 1] < 110)
+    )
+    med = np.median(res.vectors[inner], axis=0)
+    assert np.abs(med - [1.6, -0.7]).max() < 0.05
+    assert res.dense.shape == (120, 160, 2) and res.dense.dtype == np.float32
+    core = res.dense[15:-15, 15:-15]
+    assert np.abs(core - [1.6, -0.7]).max(-1).mean() < 0.1
+
+
+def test_grey_float_input_matches_uint8(pair):
+    f0, f1 = pair
+    g0 = cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY)
+    g1 = cv2.cvtColor(f1, cv2.COLOR_RGB2GRAY)
+    a = optical_flow(g0, g1, backend="cpu", refine=False)
+    b = optical_flow(g0 / 255.0, g1 / 255.0, backend="cpu", refine=False)
+    np.testing.assert_array_equal(a.points, b.points)
+    np.testing.assert_array_equal(a.vectors, b.vectors)
+    assert len(a.points) > 100
+
+
+def _augmented(f0, f1, radius, weight, max_cost):
+    """Independent build of the n x (m + n) matrix with one dummy column per row."""
+    p0, p1 = f0.points.astype(np.float64), f1.points.astype(np.float64)
+    n, m = len(p0), len(p1)
+    a, b = f0.bits.astype(np.float64), f1.bits.astype(np.float64)
+    hamming = (a[:, None, :] != b[None, :, :]).mean(-1)
+    dist = np.sqrt(((p0[:, None, :] - p1[None, :, :]) ** 2).sum(-1))
+    cost = np.full((n, m + n), np.inf)
+    cost[:, :m] = np.where(dist <= radius, hamming + weight * dist / radius, np.inf)
+    cost[np.arange(n), m + np.arange(n)] = max_cost
+    return cost
+
+
+def test_assignment_pass_is_optimal(pair):
+    """One global pass equals SciPy's optimum of the augmented matrix."""
+    f0, f1 = pair
+    grey0 = cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY)
+    grey1 = cv2.cvtColor(f1, cv2.COLOR_RGB2GRAY)
+    a = flow_mod._detect(grey0, "orb", 200, snap=True)
+    b = flow_mod._detect(grey1, "orb", 200, snap=False)
+    zero = np.zeros_like(a.points)
+    rows, cols, costs = flow_mod._assign(a, b, zero, 20.0, 0.2, 0.3, None, "cpu")
+    assert len(set(cols.tolist())) == len(cols) == len(rows)
+    full = _augmented(a, b, 20.0, 0.2, 0.3)
+    r, c = scipy.optimize.linear_sum_assignment(full)
+    best = full[r, c].sum()
+    # our pairs, priced by the oracle's float64 matrix (ours is float32)
+    ours = full[rows, cols].sum() + 0.3 * (len(a.points) - len(rows))
+    assert ours == pytest.approx(best, rel=1e-6)
+    np.testing.assert_allclose(costs, full[rows, cols], rtol=1e-6)
+
+
+def test_tiled_assignment(pair):
+    f0, f1 = pair
+    whole = optical_flow(f0, f1, backend="cpu")
+    tiled = optical_flow(f0, f1, backend="cpu", tile_size=40)
+    assert len(tiled.points) > 0.9 * len(whole.points)
+    # one-to-one after the tiles' conflicts are resolved
+    heads = np.rint((tiled.points + tiled.vectors) * 8)
+    assert len(np.unique(heads, axis=0)) == len(heads)
+    assert np.median(np.abs(tiled.vectors - [3.0, 2.0])) < 0.05
+
+
+def test_unmatched_threshold_and_radius(pair):
+    f0, f1 = pair
+    res = optical_flow(f0, f1, backend="cpu", max_cost=1e-4)
+    assert len(res.points) == 0
+    # motion (3, 2) lies beyond a 2 px search radius: nothing true can be matched
+    near = optical_flow(
+        f0, f1, backend="cpu", search_radius=2.0, local_passes=0, refine=False
+    )
+    assert np.hypot(*near.vectors.T).max(initial=0.0) <= 2.0 + 1e-5
+
+
+def test_textureless_gives_empty_result():
+    flat = np.full((64, 80, 3), 128, np.uint8)
+    res = optical_flow(flat, flat, backend="cpu", dense=True)
+    assert res.points.shape == (0, 2) and res.vectors.shape == (0, 2)
+    assert res.costs.shape == (0,)
+    assert res.dense.shape == (64, 80, 2)
+    assert np.isfinite(res.dense).all() and np.abs(res.dense).max() < 1e-3
+    tiny = optical_flow(flat[:3, :3], flat[:3, :3], backend="cpu", dense=True)
+    assert len(tiny.points) == 0 and tiny.dense.shape == (3, 3, 2)
+
+
+def test_callback_reports_every_stage(pair):
+    seen = []
+    optical_flow(
+        *pair,
+        backend="cpu",
+        dense=True,
+        local_passes=1,
+        callback=lambda d, t: seen.append((d, t)),
+    )
+    assert seen == [(i, 5) for i in range(1, 6)]
+
+
+def test_bad_inputs(pair):
+    f0, f1 = pair
+    with pytest.raises(ValueError, match="same shape"):
+        optical_flow(f0, f1[:-1], backend="cpu")
+    with pytest.raises(ValueError, match="frame1 is empty"):
+        optical_flow(f0, np.zeros((0, 160, 3), np.uint8), backend="cpu")
+    with pytest.raises(TypeError, match="frame0 must be an image array, got None"):
+        optical_flow(None, f1, backend="cpu")
+    with pytest.raises(TypeError, match="frame1 must have a real numeric dtype"):
+        optical_flow(f0, f1.astype(complex), backend="cpu")
+    with pytest.raises(ValueError, match=r"frame0 must be a \(M, N\) grey"):
+        optical_flow(f0[..., :2], f1[..., :2], backend="cpu")
+    nan = f0.astype(np.float32)
+    nan[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="frame0 contains NaN"):
+        optical_flow(nan, f1, backend="cpu")
+    with pytest.raises(ValueError, match="detector must be one of"):
+        optical_flow(f0, f1, detector="surf", backend="cpu")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        optical_flow(f0, f1, backend="cuda")
+    with pytest.raises(ValueError, match="max_features must be positive"):
+        optical_flow(f0, f1, max_features=0, backend="cpu")
+    with pytest.raises(TypeError, match="search_radius must be a number"):
+        optical_flow(f0, f1, search_radius="far", backend="cpu")
+    with pytest.raises(ValueError, match="local_passes must be >= 0"):
+        optical_flow(f0, f1, local_passes=-1, backend="cpu")
+    with pytest.raises(TypeError, match="callback must be callable"):
+        optical_flow(f0, f1, callback=3, backend="cpu")
+
+
+def test_explicit_gpu_without_device(pair, monkeypatch):
+    from vision_cuts import _backend
+
+    if _backend.gpu_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(BackendUnavailableError):
+        optical_flow(*pair, backend="gpu")
+
+
+def test_sift_detector(pair):
+    res = optical_flow(*pair, backend="cpu", detector="sift")
+    assert len(res.points) > 30
+    assert np.median(np.abs(res.vectors - [3.0, 2.0])) < 0.05
+
+
+@pytest.mark.gpu
+def test_backends_agree(pair):
+    from vision_cuts import assignment
+
+    if not assignment._HAS_GPU_SOLVER:
+        pytest.skip("the GPU assignment solver is not available")
+    cpu = optical_flow(*pair, backend="cpu")
+    gpu = optical_flow(*pair, backend="gpu")
+    # float costs: equal optimal totals up to the GPU solver's quantisation; ties
+    # may pick other pairs, so compare the outcome, not the pairs
+    assert abs(len(gpu.points) - len(cpu.points)) <= 0.02 * len(cpu.points)
+    np.testing.assert_allclose(
+        np.median(gpu.vectors, axis=0), np.median(cpu.vectors, axis=0), atol=0.02
+    )
+
+
+# ----------------------------------------------------------------------- pictures
+def test_flow_to_color_reference_values():
+    flow = np.array([[[1, 0], [-1, 0], [0, 0], [np.nan, 0], [2e9, 0], [2, 0]]], float)
+    rgb = flow_to_color(flow, max_magnitude=1.0)
+    assert rgb.shape == (1, 6, 3) and rgb.dtype == np.uint8
+    # Middlebury wheel: right = red, left = wheel colour 27 (0, 209, 255), zero =
+    # white, unknown = black, beyond max_magnitude darkened by 0.75
+    np.testing.assert_array_equal(rgb[0, 0], [255, 0, 0])
+    np.testing.assert_array_equal(rgb[0, 1], [0, 209, 255])
+    np.testing.assert_array_equal(rgb[0, 2], [255, 255, 255])
+    np.testing.assert_array_equal(rgb[0, 3], [0, 0, 0])
+    np.testing.assert_array_equal(rgb[0, 4], [0, 0, 0])
+    np.testing.assert_array_equal(rgb[0, 5], [191, 0, 0])
+    # default scale: the largest known magnitude saturates
+    auto = flow_to_color(flow[:, [0, 5]])
+    np.testing.assert_array_equal(auto[0, 1], [255, 0, 0])
+    np.testing.assert_array_equal(auto[0, 0], [255, 127, 127])
+    with pytest.raises(ValueError, match=r"flow must have shape \(M, N, 2\)"):
+        flow_to_color(np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="max_magnitude must be positive"):
+        flow_to_color(flow, max_magnitude=0)
+
+
+def test_draw_flow_arrows():
+    img = np.zeros((40, 50), np.uint8)
+    out = draw_flow_arrows(
+        img, np.array([[5.0, 20.0]]), np.array([[30.0, 0.0]]), color=(255, 0, 0)
+    )
+    assert out.shape == (40, 50, 3) and out.dtype == np.uint8
+    assert (img == 0).all()  # input untouched
+    line = out[20, 8:33]
+    assert (line[:, 0] > 100).all() and (line[:, 1:] == 0).all()
+    assert out[:, :, 0].sum() > 0 and out[5:15].sum() == 0
+    wheel = draw_flow_arrows(
+        np.zeros((40, 50, 3), np.uint8),
+        np.array([[40.0, 5.0]]),
+        np.array([[-30.0, 0.0]]),
+        color=None,
+        scale=1.0,
+    )
+    assert wheel[5, 20, 1] > 100 and wheel[5, 20, 0] == 0  # leftward = cyan
+    empty = draw_flow_arrows(img, np.zeros((0, 2)), np.zeros((0, 2)))
+    assert empty.shape == (40, 50, 3)
+    with pytest.raises(ValueError, match="points and vectors must both"):
+        draw_flow_arrows(img, np.zeros((3, 2)), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="scale must be positive"):
+        draw_flow_arrows(img, np.zeros((1, 2)), np.zeros((1, 2)), scale=0)
+
+
+# ----------------------------------------------------------------------- .flo files
+def test_flo_round_trip(tmp_path, rng):
+    flow = rng.normal(size=(7, 9, 2)).astype(np.float32)
+    flow[2, 3] = np.nan
+    path = tmp_path / "x.flo"
+    write_flo(path, flow)
+    raw = path.read_bytes()
+    assert raw[:4] == b"PIEH" and len(raw) == 12 + 7 * 9 * 2 * 4
+    back = read_flo(path)
+    assert back.shape == (7, 9, 2) and back.dtype == np.float32
+    known = ~np.isnan(flow).any(-1)
+    np.testing.assert_array_equal(back[known], flow[known])
+    assert (back[2, 3] > 1e9).all()  # unknown is stored as a huge value
+    nan = read_flo(path, unknown_as_nan=True)
+    assert np.isnan(nan[2, 3]).all() and np.isfinite(nan[known]).all()
+
+
+def test_flo_bad_inputs(tmp_path):
+    with pytest.raises(ValueError, match=r"flow must have shape \(M, N, 2\)"):
+        write_flo(tmp_path / "a.flo", np.zeros((3, 3)))
+    bad = tmp_path / "b.flo"
+    bad.write_bytes(b"XXXX" + b"\x00" * 8)
+    with pytest.raises(ValueError, match="is not a .flo file"):
+        read_flo(bad)
+    short = tmp_path / "c.flo"
+    short.write_bytes(b"PIEH" + np.array([4, 4], "<i4").tobytes() + b"\x00" * 8)
+    with pytest.raises(ValueError, match="expected 32 values"):
+        read_flo(short)

@@ -1,0 +1,352 @@
+"""The desktop application, driven through its real widgets (pytest-qt, offscreen).
+
+Mouse input goes through the widgets' event handlers; each solver result the GUI
+shows is compared with the library call it stands for. Small pictures and the CPU
+backend keep this fast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vision_cuts
+
+pytestmark = pytest.mark.gui
+
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture
+def window(qtbot):
+    from vision_cuts.apps.app import MainWindow
+
+    w = MainWindow(backend="cpu")
+    qtbot.addWidget(w)
+    w.resize(900, 640)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+
+
+def _mouse(view, kind: str, x: float, y: float) -> None:
+    """Send a left-button mouse event at image pixel (x, y) of an ImageView."""
+    from PyQt5.QtCore import QEvent, Qt
+    from PyQt5.QtGui import QMouseEvent
+    from PyQt5.QtWidgets import QApplication
+
+    pos = view.to_widget(x, y)
+    etype = {
+        "press": QEvent.MouseButtonPress,
+        "move": QEvent.MouseMove,
+        "release": QEvent.MouseButtonRelease,
+    }[kind]
+    button = Qt.NoButton if kind == "move" else Qt.LeftButton
+    buttons = Qt.NoButton if kind == "release" else Qt.LeftButton
+    event = QMouseEvent(etype, pos, button, buttons, Qt.NoModifier)
+    QApplication.sendEvent(view, event)
+
+
+def _drag(view, points) -> None:
+    _mouse(view, "press", *points[0])
+    for p in points[1:]:
+        _mouse(view, "move", *p)
+    _mouse(view, "release", *points[-1])
+
+
+def _visible_error_boxes():
+    from PyQt5.QtWidgets import QApplication, QMessageBox
+
+    return [
+        w
+        for w in QApplication.topLevelWidgets()
+        if isinstance(w, QMessageBox) and w.isVisible()
+    ]
+
+
+@pytest.fixture
+def small_coffee():
+    import skimage.data
+
+    return np.ascontiguousarray(skimage.data.coffee()[::4, ::4])  # 100 x 150
+
+
+def test_status_bar_names_the_backend(window):
+    text = window.backend_label.text()
+    assert text.startswith("Backend: CPU")
+    assert text == "Backend: " + vision_cuts.describe_backend("cpu")
+
+
+def test_unavailable_gpu_backend_is_reported_not_fatal(qtbot, small_coffee):
+    from vision_cuts.apps.app import MainWindow
+
+    w = MainWindow(backend="gpu")
+    qtbot.addWidget(w)
+    w.show()
+    if vision_cuts.gpu_available():
+        assert w.backend_label.text().startswith("Backend: GPU: ")
+        return
+    assert w.backend_label.text().startswith("Backend 'gpu' unavailable")
+    tab = w.segment
+    tab.set_image(small_coffee)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.set_rect((30, 8, 91, 73))
+    assert done.args == ["error"]
+    assert "backend='gpu'" in tab.last_error.text()
+    assert w.isVisible() and tab.mask is None
+
+
+def test_segment_box_strokes_undo_match_library(window, qtbot, small_coffee, tmp_path):
+    from PyQt5.QtCore import Qt
+
+    tab = window.segment
+    image = small_coffee
+    tab.set_image(image, "coffee")
+    assert tab.view.mode == "rect"
+
+    # drag a box: the first cut
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        _drag(tab.view, [(30, 8), (60, 40), (120, 80)])
+    assert done.args == ["done"]
+    assert tab.rect == (30, 8, 91, 73)
+    first = vision_cuts.grabcut(
+        image, rect=tab.rect, iterations=tab.iterations, backend="cpu"
+    )
+    np.testing.assert_array_equal(tab.mask, first.mask)
+    assert 0 < tab.mask.sum() < tab.mask[8:81, 30:121].size
+    assert not tab.mask[:8].any()  # outside the box: background
+
+    # a background stroke refines it from the previous result
+    qtbot.mouseClick(tab.tool_bg, Qt.LeftButton)
+    assert tab.view.mode == "brush"
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        _drag(tab.view, [(95, 55), (105, 58), (115, 62)])
+    assert done.args == ["done"]
+    fg, bg = tab.scribbles()
+    assert not fg.any() and bg[55, 95] and bg[62, 115] and bg[58, 105]
+    second = vision_cuts.grabcut(
+        image,
+        rect=tab.rect,
+        background=bg,
+        init=first,
+        iterations=tab.refine_iterations,
+        backend="cpu",
+    )
+    np.testing.assert_array_equal(tab.mask, second.mask)
+    assert not tab.mask[bg].any()
+
+    # an object stroke
+    qtbot.mouseClick(tab.tool_fg, Qt.LeftButton)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        _drag(tab.view, [(40, 70), (50, 72)])
+    assert done.args == ["done"]
+    fg2, bg2 = tab.scribbles()
+    assert fg2[70, 40] and fg2[72, 50]
+    np.testing.assert_array_equal(bg2, bg)
+    third = vision_cuts.grabcut(
+        image,
+        rect=tab.rect,
+        foreground=fg2,
+        background=bg2,
+        init=second,
+        iterations=tab.refine_iterations,
+        backend="cpu",
+    )
+    np.testing.assert_array_equal(tab.mask, third.mask)
+    assert tab.mask[fg2].all()
+    assert len(tab.strokes) == 2
+
+    # undo the last stroke: the previous result comes back at once
+    qtbot.mouseClick(tab.undo_button, Qt.LeftButton)
+    assert not tab.busy and len(tab.strokes) == 1
+    np.testing.assert_array_equal(tab.mask, second.mask)
+
+    # save mask and overlay
+    import cv2
+
+    assert tab.save_mask(str(tmp_path / "mask.png"))
+    assert tab.save_overlay(str(tmp_path / "overlay.png"))
+    saved = cv2.imread(str(tmp_path / "mask.png"), cv2.IMREAD_GRAYSCALE)
+    np.testing.assert_array_equal(saved, second.mask.astype(np.uint8) * 255)
+    over = cv2.imread(str(tmp_path / "overlay.png"))
+    assert over.shape == image.shape
+    assert not _visible_error_boxes()
+
+
+def test_segment_cancel_and_batched_strokes(window, qtbot, small_coffee):
+    from PyQt5.QtCore import Qt
+
+    tab = window.segment
+    tab.set_image(small_coffee, "coffee")
+    tab.set_rect((30, 8, 91, 73))
+    assert tab.busy and tab.cancel_button.isEnabled()
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        qtbot.mouseClick(tab.cancel_button, Qt.LeftButton)
+    assert done.args == ["cancelled"]
+    assert not tab.busy and tab.mask is None
+
+    # two strokes while the first cut runs are taken in by one more cut
+    tab.set_rect((30, 8, 91, 73))
+    tab.add_stroke("background", [(95, 55), (115, 62)], 4)
+    tab.add_stroke("foreground", [(40, 70), (50, 72)], 4)
+    qtbot.waitUntil(lambda: tab.mask is not None, timeout=TIMEOUT_MS)
+    fg, bg = tab.scribbles()
+    assert fg[70, 40] and bg[55, 95]
+    assert tab.mask[fg].all() and not tab.mask[bg].any()
+
+
+def test_stereo_tab_matches_library_and_reports_value(window, qtbot, rng):
+    from PyQt5.QtCore import Qt
+
+    window.show_tab("stereo")
+    tab = window.stereo
+    texture = rng.integers(0, 256, size=(40, 72, 3)).astype(np.uint8)
+    left = texture[:, 8:68]
+    right = texture[:, 11:71]  # the left view is shifted by 3 pixels
+    tab.set_pair(np.ascontiguousarray(left), np.ascontiguousarray(right), "shifted")
+    tab.scale_box.setCurrentText("full size")
+    tab.max_disp.setValue(6)
+    tab.method_box.setCurrentText("expansion")
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        qtbot.mouseClick(tab.compute_button, Qt.LeftButton)
+    assert done.args == ["done"]
+    ref = vision_cuts.stereo_disparity(
+        tab.left, tab.right, max_disparity=6, method="expansion", backend="cpu"
+    )
+    np.testing.assert_array_equal(tab.disparity, ref)
+    assert np.median(tab.disparity[:, 10:]) == 3  # interior of the known shift
+
+    _mouse(tab.view, "move", 30, 20)
+    assert tab.value_label.text() == f"x 30, y 20: disparity {ref[20, 30]:g}"
+
+    # Ishikawa through the method box
+    tab.method_box.setCurrentText("ishikawa")
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        qtbot.mouseClick(tab.compute_button, Qt.LeftButton)
+    ref = vision_cuts.stereo_disparity(
+        tab.left, tab.right, max_disparity=6, method="ishikawa", backend="cpu"
+    )
+    np.testing.assert_array_equal(tab.disparity, ref)
+
+
+def _textured_pair(rng, shift=(2, 1)):
+    import cv2
+
+    base = rng.integers(0, 256, size=(24, 24, 3)).astype(np.uint8)
+    f0 = cv2.resize(base, (96, 96), interpolation=cv2.INTER_CUBIC)
+    f1 = np.roll(f0, shift=(shift[1], shift[0]), axis=(0, 1))
+    return f0, f1
+
+
+def test_flow_tab_matches_library(window, qtbot, rng):
+    window.show_tab("flow")
+    tab = window.flow
+    f0, f1 = _textured_pair(rng)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.set_frames(f0, f1, "rolled")
+    assert done.args == ["done"], tab.last_error and tab.last_error.text()
+    ref = vision_cuts.optical_flow(f0, f1, backend="cpu", dense=True)
+    np.testing.assert_array_equal(tab.result.points, ref.points)
+    np.testing.assert_array_equal(tab.result.vectors, ref.vectors)
+    np.testing.assert_array_equal(tab.result.dense, ref.dense)
+    assert len(ref.points) > 0
+    pts, vec = tab.shown_arrows()
+    assert 0 < len(pts) <= max(tab.max_arrows, len(ref.points))
+    np.testing.assert_array_equal(
+        tab.arrows_picture(),
+        vision_cuts.draw_flow_arrows(f0, pts, vec, scale=tab.arrow_scale.value()),
+    )
+    np.testing.assert_array_equal(
+        tab.color_picture(), vision_cuts.flow_to_color(ref.dense)
+    )
+    assert tab.arrows_view.has_picture() and tab.color_view.has_picture()
+
+
+def test_flow_tab_steps_through_a_video(window, qtbot, rng, tmp_path):
+    import cv2
+
+    f0, _ = _textured_pair(rng)
+    path = str(tmp_path / "clip.avi")
+    writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), 10, (96, 96))
+    assert writer.isOpened()
+    frames = [np.roll(f0, 2 * k, axis=1) for k in range(4)]
+    for f in frames:
+        writer.write(cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    writer.release()
+
+    tab = window.flow
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        assert tab.open_video(path)
+    assert done.args == ["done"], tab.last_error and tab.last_error.text()
+    assert tab.index == 0 and tab.frame_label.text() == "frame 0 / 4"
+    assert not tab.prev_button.isEnabled() and tab.next_button.isEnabled()
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        from PyQt5.QtCore import Qt
+
+        qtbot.mouseClick(tab.next_button, Qt.LeftButton)
+    assert done.args == ["done"]
+    assert tab.index == 1
+    ref = vision_cuts.optical_flow(tab.frame0, tab.frame1, backend="cpu", dense=True)
+    np.testing.assert_array_equal(tab.result.vectors, ref.vectors)
+    # the frames shown are the video's frames 1 and 2 as OpenCV decodes them
+    cap = cv2.VideoCapture(path)
+    decoded = [cv2.cvtColor(cap.read()[1], cv2.COLOR_BGR2RGB) for _ in range(3)]
+    cap.release()
+    np.testing.assert_array_equal(tab.frame0, decoded[1])
+    np.testing.assert_array_equal(tab.frame1, decoded[2])
+    assert np.abs(tab.frame0.astype(int) - frames[1]).mean() < 20  # lossy MJPG
+
+
+def test_bad_files_show_an_error_dialog(window, qtbot, tmp_path):
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"this is not a picture")
+    assert not window.segment.open_image(str(bad))
+    boxes = _visible_error_boxes()
+    assert len(boxes) == 1 and "broken.png" in boxes[0].text()
+    assert window.segment.image is None and window.isVisible()
+    boxes[0].close()
+
+    assert not window.stereo.open_pair(str(bad), str(bad))
+    assert "broken.png" in window.stereo.last_error.text()
+    assert not window.flow.open_video(str(tmp_path / "missing.avi"))
+    assert "missing.avi" in window.flow.last_error.text()
+
+    # a solver error (max disparity wider than the picture) is a dialog too
+    tab = window.stereo
+    tab.set_pair(np.zeros((8, 10, 3), np.uint8), np.zeros((8, 10, 3), np.uint8))
+    tab.scale_box.setCurrentText("full size")
+    tab.max_disp.setValue(50)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.compute()
+    assert done.args == ["error"]
+    assert "max_disparity" in tab.last_error.text()
+    assert window.isVisible()
+
+
+def test_cli_gui_command_and_entry_point():
+    from pathlib import Path
+
+    from vision_cuts.apps import main
+    from vision_cuts.cli import build_parser
+
+    args = build_parser().parse_args(["gui", "--tab", "stereo", "--backend", "cpu"])
+    assert (args.tab, args.backend, args.image) == ("stereo", "cpu", None)
+    assert args.func.__module__ == "vision_cuts.cli_gui"
+    # both commands take the same options
+    import argparse
+
+    from vision_cuts.apps import add_arguments
+
+    own = argparse.ArgumentParser()
+    add_arguments(own)
+    assert vars(own.parse_args(["coffee", "--tab", "flow"])) == {
+        "image": "coffee",
+        "tab": "flow",
+        "backend": "auto",
+    }
+    sub = build_parser().parse_args(["gui", "coffee", "--tab", "flow"])
+    assert (sub.image, sub.tab, sub.backend) == ("coffee", "flow", "auto")
+    assert callable(main)
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert 'vision-cuts-gui = "vision_cuts.apps:main"' in pyproject

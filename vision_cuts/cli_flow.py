@@ -1,0 +1,260 @@
+"""``vision-cuts flow``: optical flow of an image pair or of every frame of a video.
+
+Video mode streams: frames are read one at a time with ``cv2.VideoCapture``, only the
+previous frame is kept, and every output frame is written as soon as it is drawn, so
+a video of any length runs in constant memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .cli import _load_image, _Progress, _write_rgb
+
+_VIEWS = ("arrows", "color", "both")
+
+
+def add_parser(subparsers) -> None:
+    """Register the ``flow`` sub-command."""
+    f = subparsers.add_parser(
+        "flow",
+        help="optical flow by feature assignment: an image pair or a video",
+        description=(
+            "Optical flow by assignment between the features of consecutive frames. "
+            "With one INPUT (a video) every pair of consecutive frames is solved and "
+            "drawn into the output video; with two (FRAME0 FRAME1) one pair."
+        ),
+    )
+    f.add_argument("inputs", nargs="+", metavar="INPUT", help="VIDEO, or FRAME0 FRAME1")
+    f.add_argument(
+        "-o",
+        "--output",
+        help="output picture (pair mode, PNG) or video (video mode, e.g. out.mp4)",
+    )
+    f.add_argument(
+        "--view",
+        choices=_VIEWS,
+        default="arrows",
+        help="what -o shows: sparse arrows on the frame, the Middlebury colour coding "
+        "of the dense flow, or both side by side (color and both compute dense flow)",
+    )
+    f.add_argument(
+        "--color", help="pair mode: write the dense flow colour coding (PNG)"
+    )
+    f.add_argument("--flo", help="pair mode: write the dense flow as a .flo file")
+    f.add_argument(
+        "--arrow-scale", type=float, default=1.0, help="length factor of the arrows"
+    )
+    f.add_argument(
+        "--max-magnitude",
+        type=float,
+        default=None,
+        help="flow magnitude of full colour saturation (default: per frame maximum)",
+    )
+    f.add_argument("--detector", choices=("orb", "sift"), default="orb")
+    f.add_argument("--max-features", type=int, default=3000)
+    f.add_argument(
+        "--search-radius", type=float, default=40.0, help="largest displacement (px)"
+    )
+    f.add_argument(
+        "--max-frames",
+        type=int,
+        default=None,
+        help="video mode: stop after this many frame pairs",
+    )
+    f.add_argument(
+        "--fourcc", default="mp4v", help="video mode: output codec (default mp4v)"
+    )
+    f.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    f.set_defaults(func=_cmd_flow)
+
+
+def _solve(args, frame0, frame1, dense: bool):
+    from .flow import optical_flow
+
+    try:
+        return optical_flow(
+            frame0,
+            frame1,
+            backend=args.backend,
+            dense=dense,
+            detector=args.detector,
+            max_features=args.max_features,
+            search_radius=args.search_radius,
+        )
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _picture(args, frame, res) -> np.ndarray:
+    from .visualize import draw_flow_arrows, flow_to_color
+
+    arrows = None
+    if args.view in ("arrows", "both"):
+        arrows = draw_flow_arrows(
+            frame, res.points, res.vectors, scale=args.arrow_scale
+        )
+    if args.view == "arrows":
+        return arrows
+    color = flow_to_color(res.dense, args.max_magnitude)
+    if args.view == "color":
+        return color
+    return np.concatenate([arrows, color], axis=1)
+
+
+def _summary(res, dt: float) -> str:
+    n = len(res.points)
+    if n == 0:
+        return f"0 matches, {dt * 1e3:.0f} ms"
+    mag = np.hypot(res.vectors[:, 0], res.vectors[:, 1])
+    return (
+        f"{n} matches, median |v| {float(np.median(mag)):.2f} px, "
+        f"max {float(mag.max()):.2f} px, mean cost {float(res.costs.mean()):.3f}, "
+        f"{dt * 1e3:.0f} ms"
+    )
+
+
+def _check_args(args) -> None:
+    if args.max_features <= 0:
+        raise SystemExit(
+            f"error: --max-features must be positive, got {args.max_features}"
+        )
+    if args.search_radius <= 0:
+        raise SystemExit(
+            f"error: --search-radius must be positive, got {args.search_radius}"
+        )
+    if args.arrow_scale <= 0:
+        raise SystemExit(
+            f"error: --arrow-scale must be positive, got {args.arrow_scale}"
+        )
+    if args.max_magnitude is not None and args.max_magnitude <= 0:
+        raise SystemExit(
+            f"error: --max-magnitude must be positive, got {args.max_magnitude}"
+        )
+    if args.max_frames is not None and args.max_frames <= 0:
+        raise SystemExit(f"error: --max-frames must be positive, got {args.max_frames}")
+
+
+def _cmd_flow(args: argparse.Namespace) -> int:
+    _check_args(args)
+    if len(args.inputs) == 2:
+        return _pair(args)
+    if len(args.inputs) == 1:
+        if args.color or args.flo:
+            raise SystemExit("error: --color and --flo are for an image pair")
+        return _video(args)
+    raise SystemExit(
+        f"error: give one video or two frames, got {len(args.inputs)} inputs"
+    )
+
+
+def _pair(args: argparse.Namespace) -> int:
+    from .io import write_flo
+    from .visualize import flow_to_color
+
+    frame0, frame1 = _load_image(args.inputs[0]), _load_image(args.inputs[1])
+    if frame0.shape != frame1.shape:
+        raise SystemExit(
+            f"error: the frames differ in size: {args.inputs[0]!r} is "
+            f"{frame0.shape[1]}x{frame0.shape[0]}, {args.inputs[1]!r} is "
+            f"{frame1.shape[1]}x{frame1.shape[0]}"
+        )
+    dense = bool(args.color or args.flo or args.view != "arrows")
+    t0 = time.perf_counter()
+    res = _solve(args, frame0, frame1, dense)
+    dt = time.perf_counter() - t0
+    outputs = []
+    if args.output:
+        _write_rgb(args.output, _picture(args, frame0, res))
+        outputs.append(f"{args.view} -> {args.output}")
+    if args.color:
+        _write_rgb(args.color, flow_to_color(res.dense, args.max_magnitude))
+        outputs.append(f"colour coding -> {args.color}")
+    if args.flo:
+        write_flo(args.flo, res.dense)
+        outputs.append(f"dense flow -> {args.flo}")
+    h, w = frame0.shape[:2]
+    print(
+        f"flow of a {w}x{h} pair: {_summary(res, dt)}"
+        + ("; " + "; ".join(outputs) if outputs else "")
+    )
+    return 0
+
+
+def _video(args: argparse.Namespace) -> int:
+    import cv2
+
+    path = args.inputs[0]
+    if not Path(path).is_file():
+        raise SystemExit(f"error: no such video file {path!r}")
+    cap = cv2.VideoCapture(path)
+    ok, first = cap.read() if cap.isOpened() else (False, None)
+    if not ok or first is None:
+        cap.release()
+        raise SystemExit(f"error: cannot read video {path!r} (no decodable frame)")
+    fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
+    count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
+    pairs = count - 1 if count > 1 else 0
+    if args.max_frames is not None:
+        pairs = min(pairs, args.max_frames) if pairs else args.max_frames
+    progress = _Progress("flow", sys.stderr.isatty() or args.verbose)
+    dense = args.view != "arrows"
+    writer = None
+    prev = cv2.cvtColor(first, cv2.COLOR_BGR2RGB)
+    done = 0
+    matches = 0
+    t_start = time.perf_counter()
+    try:
+        while args.max_frames is None or done < args.max_frames:
+            ok, frame = cap.read()
+            if not ok or frame is None:
+                break
+            cur = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+            t0 = time.perf_counter()
+            res = _solve(args, prev, cur, dense)
+            dt = time.perf_counter() - t0
+            if args.output:
+                pic = _picture(args, prev, res)
+                if writer is None:
+                    writer = cv2.VideoWriter(
+                        args.output,
+                        cv2.VideoWriter_fourcc(*args.fourcc[:4].ljust(4)),
+                        float(fps),
+                        (pic.shape[1], pic.shape[0]),
+                    )
+                    if not writer.isOpened():
+                        raise SystemExit(
+                            f"error: cannot write video {args.output!r} with codec "
+                            f"{args.fourcc!r}"
+                        )
+                writer.write(cv2.cvtColor(pic, cv2.COLOR_RGB2BGR))
+            done += 1
+            matches += len(res.points)
+            if progress.enabled and pairs:
+                sys.stderr.write("\r\033[K")  # the summary line replaces the bar
+                sys.stderr.flush()
+            print(f"frame {done - 1}->{done}: {_summary(res, dt)}", flush=True)
+            if pairs:
+                progress(min(done, pairs), pairs)
+            prev = cur
+    finally:
+        cap.release()
+        if writer is not None:
+            writer.release()
+    if pairs and done < pairs:
+        progress.close()
+    if done == 0:
+        raise SystemExit(f"error: video {path!r} has fewer than two frames")
+    total = time.perf_counter() - t_start
+    h, w = prev.shape[:2]
+    print(
+        f"flow of {done} frame pairs ({w}x{h}) in {total:.1f} s "
+        f"({done / max(total, 1e-9):.1f} pairs/s), {matches / done:.0f} matches per "
+        "pair" + (f"; {args.view} video -> {args.output}" if args.output else "")
+    )
+    return 0

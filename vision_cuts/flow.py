@@ -1,0 +1,661 @@
+"""Optical flow by assignment between the feature sets of two frames.
+
+:func:`optical_flow` detects features in both frames (OpenCV ORB or SIFT),
+builds the cost of every pair within a search radius (descriptor distance plus a
+displacement penalty; pairs farther apart are forbidden, ``inf``), lets every feature
+of the first frame stay unmatched at a fixed cost (one dummy column per row), and
+solves the assignment with :func:`vision_cuts.linear_sum_assignment`, or with
+:func:`vision_cuts.linear_sum_assignment_batched` over image tiles when the sets are
+large. The result is sparse flow (points, vectors, match costs) and, on request, dense
+flow interpolated from the matches.
+
+The pipeline, in order:
+
+1. Features: keypoints and descriptors of both frames; keypoints are moved to the
+   nearest pixel centre of the first frame (one per pixel), so flow is reported at
+   integer pixel positions.
+2. Global assignment: cost ``d(i, j) + displacement_weight * |p1_j - p0_i| / R`` with
+   ``R = search_radius`` (``inf`` beyond it), descriptor distance ``d`` in [0, 1]
+   (fraction of differing bits for binary descriptors, half the Euclidean distance of
+   unit-normalised SIFT descriptors), unmatched at ``max_cost``.
+3. Local assignment (``local_passes`` times): the motion predicted at each feature is
+   the median vector of its 12 nearest matches of the previous pass; the cost becomes
+   ``d(i, j) + displacement_weight * |p1_j - p0_i - pred_i| / r`` with
+   ``r = local_radius``, so every correspondence agrees with its neighbourhood.
+4. Sub-pixel refinement (``refine=True``): each match seeds a single-level
+   Lucas-Kanade fit (15 x 15 window, colour) at the matched position; a match is kept
+   when the fit converges within 3 px of the seed, tracking back lands within
+   0.5 px of the starting point (forward-backward check), and the refined vector
+   lies within 1 px of the median vector of its 12 nearest refined matches.
+5. Dense flow (``dense=True``): the matches are interpolated edge-aware (each pixel
+   averages its nearest matches weighted by distance and colour similarity), then
+   refined variationally, coarse to fine (``cv2.VariationalRefinement``: data,
+   gradient-constancy and smoothness terms; Brox et al. 2004).
+
+Only the assignment runs on the backend asked for; detection, refinement and
+interpolation run on the CPU through OpenCV.
+
+References
+----------
+E. Rublee, V. Rabaud, K. Konolige and G. Bradski, "ORB: an efficient alternative to
+SIFT or SURF", ICCV 2011.
+
+B. D. Lucas and T. Kanade, "An iterative image registration technique with an
+application to stereo vision", IJCAI 1981.
+
+J. Revaud, P. Weinzaepfel, Z. Harchaoui and C. Schmid, "EpicFlow: edge-preserving
+interpolation of correspondences for optical flow", CVPR 2015.
+
+T. Brox, A. Bruhn, N. Papenberg and J. Weickert, "High accuracy optical flow estimation
+based on a theory for warping", ECCV 2004.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._backend import BACKENDS, is_cupy_array, to_numpy
+from .assignment import linear_sum_assignment, linear_sum_assignment_batched
+
+__all__ = ["DETECTORS", "FlowResult", "optical_flow"]
+
+log = logging.getLogger(__name__)
+
+DETECTORS = ("orb", "sift")
+
+#: Default cost of leaving a feature unmatched, per detector (descriptor distances
+#: lie in [0, 1]; the displacement penalty adds at most ``displacement_weight``).
+_MAX_COST = {"orb": 0.35, "sift": 0.3}
+_NEIGHBOURS = 12  # matches whose median vector predicts the local motion
+_LK_WINDOW = 15
+_LK_MAX_SHIFT = 3.0  # px a refined match may move away from its seed
+_FB_MAX_ERROR = 0.5  # px, forward-backward check
+_MAX_DEVIATION = 1.0  # px a refined vector may differ from its neighbours' median
+_AUTO_TILE_PAIRS = 2**22  # n * m above which the assignment is tiled
+_CACHE_PAIRS = 2**24  # n * m up to which all descriptor distances are kept
+_OVERDETECT = 4  # keypoints detected per wanted feature, before spreading
+_PER_CELL = 4  # wanted features per spreading cell
+
+
+class FlowResult(NamedTuple):
+    """Sparse (and optionally dense) flow from ``frame0`` to ``frame1``.
+
+    Attributes
+    ----------
+    points : ndarray, shape (N, 2), float32
+        ``(x, y)`` pixel positions in ``frame0`` of the matched features.
+    vectors : ndarray, shape (N, 2), float32
+        ``(dx, dy)``: ``points + vectors`` is the matched position in ``frame1``.
+    costs : ndarray, shape (N,), float32
+        Assignment cost of each match (descriptor distance plus displacement
+        penalty of the last assignment pass).
+    dense : ndarray, shape (M, N, 2), float32, or None
+        Per-pixel ``(u, v)`` flow when ``dense=True`` was asked for, else None.
+    """
+
+    points: Any
+    vectors: Any
+    costs: Any
+    dense: Any
+
+
+# --------------------------------------------------------------------------- inputs
+def _check_frame(frame: Any, name: str) -> np.ndarray:
+    if frame is None:
+        raise TypeError(f"{name} must be an image array, got None")
+    img = to_numpy(frame)
+    if img.dtype.kind not in "buif":
+        raise TypeError(
+            f"{name} must have a real numeric dtype (uint8, integer or float), got "
+            f"{img.dtype}"
+        )
+    if img.ndim not in (2, 3) or (img.ndim == 3 and img.shape[-1] not in (1, 3, 4)):
+        raise ValueError(
+            f"{name} must be a (M, N) grey or (M, N, C) image with C in 1, 3, 4, got "
+            f"shape {tuple(img.shape)}"
+        )
+    if img.shape[0] == 0 or img.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {tuple(img.shape)}")
+    if img.dtype.kind == "f":
+        if not np.isfinite(img).all():
+            raise ValueError(f"{name} contains NaN or infinity")
+        # float images in [0, 1] are scaled to [0, 255]; larger ranges are taken as is
+        if img.size and float(img.max()) <= 1.0:
+            img = img * 255.0
+    if img.dtype != np.uint8:
+        img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
+    if img.ndim == 3:
+        img = img[..., :3] if img.shape[-1] != 1 else img[..., 0]
+    return np.ascontiguousarray(img)
+
+
+def _check_positive(value: Any, name: str, *, integer: bool = False) -> Any:
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number"
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _grey(img: np.ndarray) -> np.ndarray:
+    import cv2
+
+    return img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
+
+
+# --------------------------------------------------------------------------- features
+class _Features(NamedTuple):
+    points: np.ndarray  # (n, 2) float32 (x, y)
+    bits: np.ndarray  # (n, d) float32: unpacked bits or unit-normalised descriptor
+    binary: bool
+
+
+def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
+    """Keypoints and descriptors; ``snap`` moves points to pixel centres (deduped)."""
+    import cv2
+
+    pool = _OVERDETECT * max_features
+    if detector == "orb":
+        algo = cv2.ORB_create(nfeatures=pool, fastThreshold=5)
+    else:
+        algo = cv2.SIFT_create(nfeatures=pool, contrastThreshold=0.01)
+    keypoints, desc = algo.detectAndCompute(grey, None)
+    if desc is None or len(keypoints) == 0:
+        return _Features(
+            np.zeros((0, 2), np.float32),
+            np.zeros((0, 1), np.float32),
+            detector != "sift",
+        )
+    pts = np.array([k.pt for k in keypoints], np.float32)
+    response = np.array([k.response for k in keypoints], np.float32)
+    order = _spread(pts, response, grey.shape, max_features)
+    pts, desc = pts[order], desc[order]
+    if snap:
+        h, w = grey.shape
+        pts = np.rint(pts)
+        pts[:, 0] = np.clip(pts[:, 0], 0, w - 1)
+        pts[:, 1] = np.clip(pts[:, 1], 0, h - 1)
+        # one feature per pixel: the strongest (first after the sort) wins
+        _, first = np.unique(pts[:, 1] * w + pts[:, 0], return_index=True)
+        first.sort()
+        pts, desc = pts[first], desc[first]
+    if detector == "sift":
+        d = desc.astype(np.float32)
+        d /= np.linalg.norm(d, axis=1, keepdims=True) + 1e-12
+        return _Features(pts.astype(np.float32), d, False)
+    bits = np.unpackbits(desc, axis=1).astype(np.float32)
+    return _Features(pts.astype(np.float32), bits, True)
+
+
+def _spread(pts, response, shape, count: int) -> np.ndarray:
+    """Indices of at most ``count`` keypoints spread over the image, strongest first.
+
+    The image is cut into square cells holding about ``_PER_CELL`` of the wanted
+    keypoints each; keypoints are taken round by round, the strongest of every cell
+    in the first round, the second strongest in the next, and so on, so that
+    textured regions do not take every feature.
+    """
+    h, w = shape
+    cell = max(8.0, float(np.sqrt(h * w * _PER_CELL / count)))
+    cx = (pts[:, 0] // cell).astype(np.int64)
+    cy = (pts[:, 1] // cell).astype(np.int64)
+    cid = cy * (int(w // cell) + 2) + cx
+    order = np.lexsort((-response, cid))  # by cell, strongest first
+    cid_sorted = cid[order]
+    start = np.r_[0, np.flatnonzero(np.diff(cid_sorted)) + 1]
+    rank = np.arange(len(order)) - np.repeat(start, np.diff(np.r_[start, len(order)]))
+    pick = order[np.lexsort((-response[order], rank))][:count]
+    return pick
+
+
+def _descriptor_distance(f0: _Features, rows, f1: _Features, cols) -> np.ndarray:
+    """Descriptor distance in [0, 1] of every (row, col) pair."""
+    a, b = f0.bits[rows], f1.bits[cols]
+    if f0.binary:
+        diff = a.sum(1)[:, None] + b.sum(1)[None, :] - 2.0 * (a @ b.T)
+        return np.clip(diff / a.shape[1], 0.0, 1.0)
+    return 0.5 * np.sqrt(np.clip(2.0 - 2.0 * (a @ b.T), 0.0, 4.0))
+
+
+# --------------------------------------------------------------------------- assignment
+def _pair_costs(f0, rows, f1, cols, pred, radius, weight, desc=None) -> np.ndarray:
+    target = f0.points[rows] + pred[rows]
+    dist = np.linalg.norm(f1.points[cols][None, :, :] - target[:, None, :], axis=2)
+    if desc is None:
+        desc = _descriptor_distance(f0, rows, f1, cols)
+    cost = desc + weight * dist / radius
+    cost[dist > radius] = np.inf
+    return cost
+
+
+def _tiles(f0: _Features, f1: _Features, pred, radius, tile):
+    """Rows of each tile of frame 0, and the columns any of them can reach."""
+    pts0 = f0.points
+    key = (pts0[:, 1] // tile).astype(np.int64) * 1_000_003 + (pts0[:, 0] // tile)
+    order = np.argsort(key, kind="stable")
+    bounds = np.flatnonzero(np.diff(key[order])) + 1
+    groups = []
+    for rows in np.split(order, bounds):
+        target = pts0[rows] + pred[rows]
+        lo = target.min(0) - radius
+        hi = target.max(0) + radius
+        p1 = f1.points
+        inside = np.all((p1 >= lo) & (p1 <= hi), axis=1)
+        groups.append((rows, np.flatnonzero(inside)))
+    return groups
+
+
+def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend, cache=None):
+    """One assignment pass: (rows, cols, costs) of the matched pairs.
+
+    ``cache`` (a dict) keeps the descriptor distances of an untiled problem for the
+    next pass.
+    """
+    n, m = len(f0.points), len(f1.points)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    if n == 0 or m == 0:
+        return empty
+    if tile is None and n * m <= _AUTO_TILE_PAIRS:
+        groups = [(np.arange(n), np.arange(m))]
+    else:
+        groups = _tiles(f0, f1, pred, radius, tile or 128)
+    groups = [(r, c) for r, c in groups if len(c)]
+    if not groups:
+        return empty
+    n_max = max(len(r) for r, _ in groups)
+    m_max = max(len(c) for _, c in groups)
+    # every row i may stay unmatched through its own dummy column m_max + i
+    stack = np.full((len(groups), n_max, m_max + n_max), np.inf)
+    diag = np.arange(n_max)
+    for b, (rows, cols) in enumerate(groups):
+        desc = None
+        if cache is not None and n * m <= _CACHE_PAIRS:
+            if "desc" not in cache:
+                cache["desc"] = _descriptor_distance(
+                    f0, np.arange(n), f1, np.arange(m)
+                ).astype(np.float32)
+            desc = cache["desc"][np.ix_(rows, cols)]
+        stack[b, : len(rows), : len(cols)] = _pair_costs(
+            f0, rows, f1, cols, pred, radius, weight, desc
+        )
+        stack[b, diag, m_max + diag] = np.where(diag < len(rows), max_cost, 0.0)
+    if len(groups) == 1:
+        r, c = linear_sum_assignment(stack[0], backend=backend)
+        row_ind, col_ind = to_numpy(r)[None], to_numpy(c)[None]
+    else:
+        r, c = linear_sum_assignment_batched(stack, backend=backend)
+        row_ind, col_ind = to_numpy(r), to_numpy(c)
+    out_r, out_c, out_cost = [], [], []
+    for b, (rows, cols) in enumerate(groups):
+        rb, cb = row_ind[b], col_ind[b]
+        ok = (rb < len(rows)) & (cb < len(cols))
+        out_r.append(rows[rb[ok]])
+        out_c.append(cols[cb[ok]])
+        out_cost.append(stack[b, rb[ok], cb[ok]])
+    rows, cols, costs = (np.concatenate(v) for v in (out_r, out_c, out_cost))
+    if len(groups) > 1 and len(rows):
+        # a frame-1 feature reachable from two tiles may be taken twice: the
+        # cheaper match keeps it, the other feature stays unmatched
+        order = np.argsort(costs, kind="stable")
+        _, first = np.unique(cols[order], return_index=True)
+        keep = np.sort(order[first])
+        rows, cols, costs = rows[keep], cols[keep], costs[keep]
+    return rows, cols, costs
+
+
+def _predict(points: np.ndarray, rows, vectors) -> np.ndarray:
+    """Median vector of the nearest matches around every point."""
+    from scipy.spatial import cKDTree
+
+    k = min(_NEIGHBOURS, len(rows))
+    _, idx = cKDTree(points[rows]).query(points, k=k)
+    idx = np.asarray(idx).reshape(len(points), k)
+    return np.median(vectors[idx], axis=1)
+
+
+# --------------------------------------------------------------------------- refinement
+def _refine(img0, img1, points, seeds):
+    """Lucas-Kanade fit seeded by the matches, with a forward-backward check."""
+    import cv2
+
+    crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 50, 1e-3)
+    win = (_LK_WINDOW, _LK_WINDOW)
+    flags = cv2.OPTFLOW_USE_INITIAL_FLOW
+    p0 = points.reshape(-1, 1, 2).astype(np.float32)
+    fwd, st1, _ = cv2.calcOpticalFlowPyrLK(
+        img0,
+        img1,
+        p0,
+        seeds.reshape(-1, 1, 2).astype(np.float32).copy(),
+        winSize=win,
+        maxLevel=0,
+        criteria=crit,
+        flags=flags,
+    )
+    back, st2, _ = cv2.calcOpticalFlowPyrLK(
+        img1,
+        img0,
+        fwd,
+        p0.copy(),
+        winSize=win,
+        maxLevel=0,
+        criteria=crit,
+        flags=flags,
+    )
+    fwd, back = fwd.reshape(-1, 2), back.reshape(-1, 2)
+    ok = (
+        (st1.ravel() == 1)
+        & (st2.ravel() == 1)
+        & np.isfinite(fwd).all(1)
+        & (np.linalg.norm(fwd - seeds, axis=1) < _LK_MAX_SHIFT)
+        & (np.linalg.norm(back - points, axis=1) < _FB_MAX_ERROR)
+    )
+    return fwd, ok
+
+
+# --------------------------------------------------------------------------- dense
+def _interpolate(img0: np.ndarray, points, vectors, k: int = 16) -> np.ndarray:
+    """Edge-aware interpolation of sparse vectors to every pixel.
+
+    Each pixel averages its ``k`` nearest matches, weighted by a Gaussian of the
+    distance (scale: the distance to the nearest match plus 10 px) and of the
+    colour difference between the pixel and the match (sigma 12 grey levels, on a
+    smoothed image), a joint-bilateral simplification of EpicFlow's geodesic
+    weights. Frames above 0.1 MP are interpolated on a half-resolution grid (2 x 2
+    block centres) and resized back.
+    """
+    import cv2
+    from scipy.spatial import cKDTree
+
+    h, w = img0.shape[:2]
+    if len(points) == 0:
+        return np.zeros((h, w, 2), np.float32)
+    k = min(k, len(points))
+    smooth = cv2.GaussianBlur(img0, (0, 0), 1.5).astype(np.float32)
+    if smooth.ndim == 2:
+        smooth = smooth[..., None]
+    pi = points.astype(np.int64)
+    col_match = smooth[pi[:, 1], pi[:, 0]]  # (n, C)
+    half = h * w > 100_000 and h >= 4 and w >= 4
+    if half:
+        gh, gw = h // 2, w // 2
+        grid = cv2.resize(smooth, (gw, gh), interpolation=cv2.INTER_AREA)
+        grid = grid.reshape(gh, gw, -1)
+        yy, xx = np.mgrid[0:gh, 0:gw] * 2.0 + 0.5  # centres of the 2 x 2 blocks
+    else:
+        gh, gw, grid = h, w, smooth
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    pix = np.stack([xx.ravel(), yy.ravel()], axis=1)
+    dist, idx = cKDTree(points).query(pix, k=k)
+    dist = np.asarray(dist, np.float32).reshape(-1, k)
+    idx = np.asarray(idx).reshape(-1, k)
+    col_pix = grid.reshape(-1, grid.shape[-1])
+    channels = col_pix.shape[-1]
+    out = np.empty((gh * gw, 2), np.float32)
+    step = 65536
+    for s in range(0, gh * gw, step):
+        d = dist[s : s + step]
+        scale = d[:, :1] + 10.0
+        dc = col_match[idx[s : s + step]] - col_pix[s : s + step, None, :]
+        wgt = np.exp(
+            -0.5 * (d / scale) ** 2 - 0.5 * (dc**2).sum(-1) / (12.0**2 * channels)
+        )
+        wgt += 1e-12
+        out[s : s + step] = (wgt[..., None] * vectors[idx[s : s + step]]).sum(
+            1
+        ) / wgt.sum(1)[:, None]
+    out = out.reshape(gh, gw, 2)
+    if half:
+        out = cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR)
+    return out
+
+
+def _variational(grey0, grey1, flow, levels: int = 3) -> np.ndarray:
+    """Coarse-to-fine variational refinement of an initial flow field."""
+    import cv2
+
+    h, w = grey0.shape
+    flow = flow.astype(np.float32)
+    for level in range(levels - 1, -1, -1):
+        f = 0.5**level
+        sw, sh = max(1, round(w * f)), max(1, round(h * f))
+        if sw < 8 or sh < 8:
+            continue
+        if level:
+            g0 = cv2.resize(grey0, (sw, sh), interpolation=cv2.INTER_AREA)
+            g1 = cv2.resize(grey1, (sw, sh), interpolation=cv2.INTER_AREA)
+            small = cv2.resize(flow, (sw, sh), interpolation=cv2.INTER_AREA) * f
+        else:
+            g0, g1, small = grey0, grey1, flow
+        vr = cv2.VariationalRefinement_create()
+        vr.setFixedPointIterations(5)
+        vr.setSorIterations(5)
+        vr.calc(g0, g1, small)
+        flow = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR) / f
+    return flow.astype(np.float32)
+
+
+# --------------------------------------------------------------------------- front end
+def optical_flow(
+    frame0: Any,
+    frame1: Any,
+    *,
+    backend: str = "auto",
+    dense: bool = False,
+    detector: str = "orb",
+    max_features: int = 3000,
+    search_radius: float = 40.0,
+    local_radius: float = 6.0,
+    local_passes: int = 2,
+    displacement_weight: float = 0.2,
+    max_cost: float | None = None,
+    refine: bool = True,
+    tile_size: int | None = None,
+    callback: Callable[[int, int], None] | None = None,
+) -> FlowResult:
+    """Flow from ``frame0`` to ``frame1`` by assignment between their features.
+
+    Parameters
+    ----------
+    frame0, frame1 : ndarray, shape (M, N) or (M, N, C), C in 1, 3, 4
+        The two frames, same shape; RGB(A) or grey, uint8 (other integer dtypes are
+        clipped to [0, 255]; float frames in [0, 1] are scaled by 255).
+    backend : {"auto", "cpu", "gpu"}
+        Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
+        ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
+        CPU (``VISION_CUTS_BACKEND`` overrides it). Only the assignment solves run
+        there (see :func:`vision_cuts.linear_sum_assignment`).
+    dense : bool
+        Also return per-pixel flow interpolated from the matches.
+    detector : {"orb", "sift"}
+        OpenCV feature detector and descriptor.
+    max_features : int
+        Upper bound on the features detected per frame.
+    search_radius : float
+        Largest displacement (px) of the first, global assignment; farther pairs are
+        forbidden.
+    local_radius : float
+        Largest deviation (px) from the locally predicted motion in the later passes.
+    local_passes : int
+        Number of local assignment passes after the global one (0 keeps only the
+        global assignment).
+    displacement_weight : float
+        Cost added for a displacement (deviation) of a whole radius.
+    max_cost : float, optional
+        Cost of leaving a feature unmatched: pairs costing more are never chosen.
+        Default 0.35 for ORB, 0.3 for SIFT.
+    refine : bool
+        Sub-pixel refinement and forward-backward check of every match (see Notes).
+    tile_size : int, optional
+        Solve the assignment per square tile of this many pixels of ``frame0``, all
+        tiles in one batched call. Default: one problem while ``n * m <= 2**22``
+        feature pairs, else 128 px tiles.
+    callback : callable, optional
+        ``callback(done, total)`` after each stage (detection, every assignment
+        pass, refinement, dense flow), for progress bars.
+
+    Returns
+    -------
+    FlowResult
+        ``(points, vectors, costs, dense)``: ``points`` (N, 2) float32 ``(x, y)`` in
+        ``frame0`` (pixel centres), ``vectors`` (N, 2) float32 ``(dx, dy)``, ``costs``
+        (N,) float32, and ``dense`` (M, N, 2) float32 ``(u, v)`` or None. N is 0 when
+        no feature is found or matched (a textureless frame); ``dense`` is then the
+        variational flow started from zero. Same array kind (NumPy / CuPy) as
+        ``frame0``.
+
+    Raises
+    ------
+    TypeError
+        A frame is None or not numeric; a parameter has the wrong type.
+    ValueError
+        Frames of different shapes, an empty frame, a frame that is not (M, N) or
+        (M, N, C), NaN in a float frame, an unknown ``detector`` or ``backend``, or a
+        non-positive parameter.
+    BackendUnavailableError
+        ``backend="gpu"`` without a usable device.
+
+    See Also
+    --------
+    vision_cuts.linear_sum_assignment : the solver of each pass.
+    vision_cuts.flow_to_color, vision_cuts.draw_flow_arrows : pictures of the result.
+
+    Notes
+    -----
+    See the module docstring for the pipeline. With tiles, a feature of ``frame1``
+    that two tiles both match goes to the cheaper match; the other feature stays
+    unmatched. Forbidden pairs are ``inf`` in the cost matrices; every feature can
+    stay unmatched through its own dummy column, so no problem is infeasible.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from vision_cuts import optical_flow
+    >>> rng = np.random.default_rng(0)
+    >>> img = (rng.random((120, 160)) * 255).astype(np.uint8)
+    >>> shifted = np.roll(img, (2, 3), axis=(0, 1))
+    >>> res = optical_flow(img, shifted, backend="cpu")
+    >>> bool(np.abs(np.median(res.vectors, axis=0) - [3, 2]).max() < 0.1)
+    True
+    """
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    on_gpu = is_cupy_array(frame0)
+    img0 = _check_frame(frame0, "frame0")
+    img1 = _check_frame(frame1, "frame1")
+    if img0.shape != img1.shape:
+        raise ValueError(
+            "frame0 and frame1 must have the same shape, got frame0 "
+            f"{tuple(to_numpy(frame0).shape)} and frame1 "
+            f"{tuple(to_numpy(frame1).shape)}"
+        )
+    if detector not in DETECTORS:
+        raise ValueError(f"detector must be one of {DETECTORS}, got {detector!r}")
+    max_features = _check_positive(max_features, "max_features", integer=True)
+    search_radius = _check_positive(search_radius, "search_radius")
+    local_radius = _check_positive(local_radius, "local_radius")
+    displacement_weight = _check_positive(displacement_weight, "displacement_weight")
+    if isinstance(local_passes, bool) or not isinstance(
+        local_passes, (int, np.integer)
+    ):
+        raise TypeError(
+            f"local_passes must be an integer, got {type(local_passes).__name__}"
+        )
+    if local_passes < 0:
+        raise ValueError(f"local_passes must be >= 0, got {local_passes}")
+    max_cost = (
+        _MAX_COST[detector]
+        if max_cost is None
+        else _check_positive(max_cost, "max_cost")
+    )
+    if tile_size is not None:
+        tile_size = _check_positive(tile_size, "tile_size", integer=True)
+
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    total = 3 + local_passes + int(dense)
+    step = [0]
+
+    def progress() -> None:
+        step[0] += 1
+        if callback is not None:
+            callback(step[0], total)
+
+    grey0, grey1 = _grey(img0), _grey(img1)
+    f0 = _detect(grey0, detector, max_features, snap=True)
+    f1 = _detect(grey1, detector, max_features, snap=False)
+    progress()
+    zero = np.zeros_like(f0.points)
+    cache: dict = {}
+    rows, cols, costs = _assign(
+        f0,
+        f1,
+        zero,
+        search_radius,
+        displacement_weight,
+        max_cost,
+        tile_size,
+        backend,
+        cache,
+    )
+    progress()
+    for _ in range(local_passes):
+        if len(rows) == 0:
+            progress()
+            continue
+        pred = _predict(f0.points, rows, f1.points[cols] - f0.points[rows])
+        rows, cols, costs = _assign(
+            f0,
+            f1,
+            pred,
+            local_radius,
+            displacement_weight,
+            max_cost,
+            tile_size,
+            backend,
+            cache,
+        )
+        progress()
+    points = f0.points[rows]
+    targets = f1.points[cols]
+    if refine and len(rows):
+        targets, ok = _refine(img0, img1, points, targets)
+        points, targets, costs = points[ok], targets[ok], costs[ok]
+        if len(points) > 2:
+            # local consistency: a refined vector far from the median of its
+            # neighbours' is a wrong match that the refinement made self-consistent
+            vec = targets - points
+            pred = _predict(points, np.arange(len(points)), vec)
+            ok = np.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
+            points, targets, costs = points[ok], targets[ok], costs[ok]
+    vectors = (targets - points).astype(np.float32)
+    progress()
+    log.debug(
+        "optical_flow: %d / %d features matched (%d in frame1)",
+        len(points),
+        len(f0.points),
+        len(f1.points),
+    )
+    flow = None
+    if dense:
+        flow = _variational(grey0, grey1, _interpolate(img0, points, vectors))
+        progress()
+    result = FlowResult(
+        points.astype(np.float32).reshape(-1, 2),
+        vectors.reshape(-1, 2),
+        np.asarray(costs, np.float32).reshape(-1),
+        flow,
+    )
+    if on_gpu:
+        import cupy
+
+        result = FlowResult(
+            *(cupy.asarray(a) if a is not None else None for a in result)
+        )
+    return result
