@@ -17,10 +17,17 @@ Two tables:
   the batched form run on a stack of one.
 
 Every optimal total is checked against SciPy's (exactly for integer costs, to 1e-9
-relative for geometric ones); a mismatch aborts the run. Times are medians of
-``--repeat`` runs after one warm-up (which also loads numba's cache); single problems
-above n = 2000 run once, without warm-up. GPU columns appear with ``--backend gpu``
-once a GPU assignment solver exists; until then the GPU rows are skipped with a note.
+relative for geometric ones on the CPU and within the documented quantisation bound,
+``vision_cuts._assignment_gpu.float_tolerance``, on the GPU); a mismatch aborts the
+run. Times are medians of ``--repeat`` runs after one warm-up (which also loads
+numba's cache); CPU single problems above n = 2000 run once, without warm-up.
+
+``--backend gpu`` adds two GPU columns: ``gpu`` with the costs already on the device
+(a CuPy array in, CuPy arrays out: the solve as a pipeline sees it, synchronised,
+median of ``--gpu-repeat`` runs after a warm-up that also compiles the kernels) and
+``gpu+copy`` with NumPy in and out (host-to-device copy of the float64 costs
+included). CPU baselines above ``--baseline-max-n`` (per cost kind) are skipped: they
+take minutes there (SciPy and lap on geometric costs).
 
 Usage::
 
@@ -90,11 +97,40 @@ def vc_batched(costs, backend):
     from vision_cuts import linear_sum_assignment_batched
 
     r, c = linear_sum_assignment_batched(costs, backend=backend)
-    if backend == "gpu":  # pragma: no cover - no GPU solver yet
+    if backend == "gpu":
         import cupy
 
         cupy.cuda.Device().synchronize()
     return r, c
+
+
+def vc_single(cost, backend):
+    from vision_cuts import linear_sum_assignment
+
+    r, c = linear_sum_assignment(cost, backend=backend)
+    if backend == "gpu":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+    return r, c
+
+
+def gpu_same(costs, got, ref, kind) -> bool:
+    """GPU totals: exact for integer costs, within the quantisation bound else."""
+    if kind == "uniform":
+        return bool(np.array_equal(got, ref))
+    from vision_cuts._assignment_gpu import float_tolerance
+
+    tol = np.array([float_tolerance(c) for c in costs])
+    return bool(np.all(np.abs(got - ref) <= tol * (1 + 1e-9) + 1e-9 * np.abs(ref)))
+
+
+def gpu_label(backends) -> str | None:
+    if "gpu" not in backends or gpu_note("gpu"):
+        return None
+    from vision_cuts._backend import gpu_name
+
+    return gpu_name()
 
 
 def gpu_note(backend: str) -> str | None:
@@ -125,15 +161,16 @@ def same(got, ref, kind) -> bool:
     return bool(np.allclose(got, ref, rtol=1e-9, atol=0))
 
 
-def run_batched(specs, kinds, backends, repeat, seed):
+def run_batched(specs, kinds, backends, repeat, seed, gpu_repeat=20):
     rows = []
     for kind in kinds:
         for nbatch, n in specs:
-            rows.append(batched_row(kind, nbatch, n, backends, repeat, seed))
+            rows.append(batched_row(kind, nbatch, n, backends, repeat, seed,
+                                    gpu_repeat))
     return rows
 
 
-def batched_row(kind, nbatch, n, backends, repeat, seed):
+def batched_row(kind, nbatch, n, backends, repeat, seed, gpu_repeat=20):
     costs = make_costs(kind, (nbatch, n, n), seed)
     t_sp, out = median_time(lambda c=costs: scipy_loop(c), repeat)
     ref = totals(costs, *zip(*out, strict=True))
@@ -149,22 +186,34 @@ def batched_row(kind, nbatch, n, backends, repeat, seed):
         if note:
             row[f"{backend}_note"] = note
             continue
-        t_vc, (r, c) = median_time(lambda c=costs, b=backend: vc_batched(c, b),
-                                   repeat)
-        if backend == "gpu":  # pragma: no cover - no GPU solver yet
+        if backend == "gpu":
+            import cupy
+
+            dev = cupy.asarray(costs)
+            t_vc, (r, c) = median_time(lambda d=dev: vc_batched(d, "gpu"), gpu_repeat)
             r, c = r.get(), c.get()
-        if not same(totals(costs, r, c), ref, kind):
+            ok = gpu_same(costs, totals(costs, r, c), ref, kind)
+            row["gpu+copy_s"], (r, c) = median_time(
+                lambda c=costs: vc_batched(c, "gpu"), repeat)
+            ok = ok and gpu_same(costs, totals(costs, r, c), ref, kind)
+        else:
+            t_vc, (r, c) = median_time(lambda c=costs, b=backend: vc_batched(c, b),
+                                       repeat)
+            ok = same(totals(costs, r, c), ref, kind)
+        if not ok:
             sys.exit(f"vision_cuts ({backend}) total differs from SciPy's at "
                      f"B={nbatch}, n={n}")
         row[f"{backend}_s"] = t_vc
     return row
 
 
-def run_single(sizes, kinds, geometric_max_n, repeat, seed):
+def run_single(sizes, kinds, geometric_max_n, repeat, seed, backends=("cpu",),
+               baseline_max_n=None, gpu_repeat=20):
     from scipy.optimize import linear_sum_assignment
 
     from vision_cuts._assignment_cpu import linear_sum_assignment_batched_cpu
 
+    baseline_max_n = baseline_max_n or {}
     rows = []
     for kind, n in [(k, n) for k in kinds for n in sizes]:
         if kind == "geometric" and n > geometric_max_n:
@@ -172,13 +221,23 @@ def run_single(sizes, kinds, geometric_max_n, repeat, seed):
         cost = make_costs(kind, (n, n), seed)
         reps = repeat if n <= 2000 else 1
         warm = n <= 2000
+        row = {"kind": kind, "n": n, "repeat": reps}
+        if "gpu" in backends and not gpu_note("gpu"):
+            gpu_single(row, cost, kind, repeat, gpu_repeat)
+        if n > baseline_max_n.get(kind, n):
+            row["baselines"] = "skipped (--baseline-max-n)"
+            rows.append(row)
+            continue
 
         def sp(c=cost):
             r, k = linear_sum_assignment(c)
             return c[r, k].sum()
 
         t_sp, ref = median_time(sp, reps, warm)
-        row = {"kind": kind, "n": n, "scipy_s": t_sp, "repeat": reps}
+        row["scipy_s"] = t_sp
+        if "gpu_total" in row and not gpu_same(cost[None], np.array([row["gpu_total"]]),
+                                               np.array([ref]), kind):
+            sys.exit(f"vision_cuts (gpu) total differs from SciPy's at n={n}")
         if have_lap():
             import lap
 
@@ -204,8 +263,26 @@ def run_single(sizes, kinds, geometric_max_n, repeat, seed):
     return rows
 
 
+def gpu_single(row, cost, kind, repeat, gpu_repeat):
+    """GPU times of one problem: device-resident (CuPy in/out) and with the copies."""
+    import cupy
+
+    dev = cupy.asarray(cost)
+    t, (r, c) = median_time(lambda d=dev: vc_single(d, "gpu"), gpu_repeat)
+    row["gpu_s"] = t
+    row["gpu_total"] = float(cost[r.get(), c.get()].sum())
+    row["gpu+copy_s"], (r, c) = median_time(lambda x=cost: vc_single(x, "gpu"),
+                                            min(repeat, 5))
+    if cost[r, c].sum() != row["gpu_total"] and kind == "uniform":
+        sys.exit(f"vision_cuts (gpu) totals differ between runs at n={len(cost)}")
+
+
 def fmt(t):
-    return "-" if t is None else (f"{t * 1e3:9.1f} ms" if t < 10 else f"{t:9.2f} s ")
+    if t is None:
+        return "-"
+    if t < 0.01:
+        return f"{t * 1e3:9.3f} ms"
+    return f"{t * 1e3:9.1f} ms" if t < 10 else f"{t:9.2f} s "
 
 
 def print_batched(rows, backends):
@@ -213,6 +290,8 @@ def print_batched(rows, backends):
     head = f"{'costs':>9} {'B':>6} {'n':>4} | {'scipy loop':>12} {'lap loop':>12}"
     for b in backends:
         head += f" | {'vc ' + b:>12} {'vs scipy':>8} {'vs lap':>7}"
+        if b == "gpu":
+            head += f" {'gpu+copy':>12}"
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -226,21 +305,34 @@ def print_batched(rows, backends):
             vs_lap = (f"{r['lap_loop_s'] / t:6.1f}x" if "lap_loop_s" in r else
                       f"{'-':>7}")
             line += f" | {fmt(t)} {r['scipy_loop_s'] / t:7.1f}x {vs_lap}"
+            if b == "gpu":
+                line += f" {fmt(r.get('gpu+copy_s'))}"
         print(line)
+
+
+def ratio(a, b):
+    return f"{a / b:7.2f}x" if a and b else f"{'-':>8}"
 
 
 def print_single(rows):
     print("\nSingle n x n problem")
     head = (f"{'costs':>9} {'n':>6} | {'scipy':>12} | {'lap.lapjv':>12} "
             f"{'vs scipy':>8} | {'numba JV':>12} {'vs scipy':>8}")
+    gpu = any("gpu_s" in r for r in rows)
+    if gpu:
+        head += (f" | {'vc gpu':>12} {'vs scipy':>8} {'vs lap':>8} "
+                 f"{'gpu+copy':>12}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        lap_t = r.get("lap_s")
-        lap_cols = (f"{fmt(lap_t)} {r['scipy_s'] / lap_t:7.2f}x" if lap_t else
-                    f"{'not installed':>12} {'-':>8}")
-        print(f"{r['kind']:>9} {r['n']:>6} | {fmt(r['scipy_s'])} | {lap_cols} | "
-              f"{fmt(r['numba_jv_s'])} {r['scipy_s'] / r['numba_jv_s']:7.2f}x")
+        sp, lap_t, nb = r.get("scipy_s"), r.get("lap_s"), r.get("numba_jv_s")
+        line = (f"{r['kind']:>9} {r['n']:>6} | {fmt(sp):>12} | {fmt(lap_t):>12} "
+                f"{ratio(sp, lap_t)} | {fmt(nb):>12} {ratio(sp, nb)}")
+        if gpu:
+            g = r.get("gpu_s")
+            line += (f" | {fmt(g):>12} {ratio(sp, g)} {ratio(lap_t, g)} "
+                     f"{fmt(r.get('gpu+copy_s')):>12}")
+        print(line)
 
 
 def parse_spec(text: str) -> tuple[int, int]:
@@ -258,6 +350,10 @@ def main(argv=None) -> int:
                     choices=["uniform", "geometric"])
     ap.add_argument("--geometric-max-n", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--gpu-repeat", type=int, default=20)
+    ap.add_argument("--baseline-max-n", nargs="*", default=["geometric=1000"],
+                    metavar="KIND=N", help="skip the CPU baselines of single problems "
+                    "above N for that cost kind (default: geometric=1000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
@@ -272,16 +368,21 @@ def main(argv=None) -> int:
         note = gpu_note(b)
         if note:
             print(f"backend {b}: {note}")
+    if "gpu" in args.backend and not gpu_note("gpu"):
+        from vision_cuts._backend import gpu_name
+
+        print(f"GPU: {gpu_name()}")
+    limits = {k: int(v) for k, v in (x.split("=") for x in args.baseline_max_n)}
     batched = run_batched(args.batched, args.kinds, args.backend, args.repeat,
-                          args.seed)
+                          args.seed, args.gpu_repeat)
     print_batched(batched, args.backend)
     single = run_single(args.single, args.kinds, args.geometric_max_n, args.repeat,
-                        args.seed)
+                        args.seed, args.backend, limits, args.gpu_repeat)
     print_single(single)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "batched": batched, "single": single}, f,
-                      indent=1)
+            json.dump({"machine": machine(), "gpu": gpu_label(args.backend),
+                       "batched": batched, "single": single}, f, indent=1)
     return 0
 
 

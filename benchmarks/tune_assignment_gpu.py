@@ -1,0 +1,70 @@
+"""Mapping and alpha sweep of the GPU assignment solver (device-resident costs).
+
+Times ``linear_sum_assignment(_batched)`` with the kernel choice and ``ALPHA`` of
+``vision_cuts._assignment_gpu`` overridden: warp-per-problem against block-per-problem
+for batched stacks, the row kernels against one block for a single n = 1000 problem,
+and alpha in {4, 10, 30}. Uniform integer costs in [0, 1000). Medians of 3 runs after
+a warm-up.
+
+    python benchmarks/tune_assignment_gpu.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+
+def timed(fn, repeat=3):
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        cupy.cuda.Device().synchronize()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main():
+    import cupy
+
+    from vision_cuts import _assignment_gpu as g
+    from vision_cuts import linear_sum_assignment, linear_sum_assignment_batched
+
+    rng = np.random.default_rng(0)
+    default = (g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N)
+    cases = [
+        ("10000x32 warp", (10000, 32, 32), {}),
+        ("10000x32 block", (10000, 32, 32), {"_WARP_MAX_N": 0}),
+        ("1000x128 block", (1000, 128, 128), {}),
+        ("1000x128 warp", (1000, 128, 128), {"_WARP_MAX_N": 128}),
+        ("1x1000 rows", (1, 1000, 1000), {}),
+        ("1x1000 block", (1, 1000, 1000), {"_BLOCK_MAX_N": 1000}),
+    ]
+    for alpha in (4, 10, 30):
+        for label, shape, over in cases:
+            if alpha != 10 and "block" in label and "128" not in label:
+                continue
+            g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N = default
+            g.ALPHA = alpha
+            for k, v in over.items():
+                setattr(g, k, v)
+            costs = cupy.asarray(rng.integers(0, 1000, shape).astype(np.float64))
+            t = timed(lambda c=costs: linear_sum_assignment_batched(c, backend="gpu"))
+            print(f"alpha {alpha:3d} {label:>16}: {t * 1e3:9.3f} ms", flush=True)
+        cost = cupy.asarray(rng.integers(0, 1000, (4000, 4000)).astype(np.float64))
+        g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N = default
+        g.ALPHA = alpha
+        t = timed(lambda c=cost: linear_sum_assignment(c, backend="gpu"), 1)
+        print(f"alpha {alpha:3d} {'1x4000 rows':>16}: {t * 1e3:9.3f} ms", flush=True)
+    g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N = default
+
+
+if __name__ == "__main__":
+    main()
