@@ -1,0 +1,404 @@
+"""General-graph maximum flow: CSR graphs, DIMACS files, generators, both backends.
+
+Oracles: ``scipy.sparse.csgraph.maximum_flow`` (Dinic / Edmonds-Karp) for the value,
+hand-made networks, and the known values of the DIMACS instances in
+``maxflow_dimacs/SOURCE.md``. Every returned flow is checked for capacity and
+conservation, and every cut for capacity == value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_flow as scipy_maximum_flow
+
+from vision_cuts import (
+    FlowGraph,
+    MaxFlow,
+    acyclic_dense_graph,
+    flow_graph,
+    flow_graph_from_sparse,
+    genrmf_graph,
+    maximum_flow,
+    read_dimacs,
+    washington_rlg_graph,
+    write_dimacs,
+)
+from vision_cuts.dimacs import DimacsFormatError
+
+KNOWN = {"gl1.max": 156545, "wlm3.max": 11875108}
+
+
+def scipy_value(g: FlowGraph, s: int, t: int) -> int:
+    tails = g.tails
+    m = sp.csr_matrix(
+        (g.capacity.astype(np.int64), (tails, g.heads)),
+        shape=(g.num_nodes, g.num_nodes),
+    )
+    m.data = m.data.astype(np.int32) if m.data.max(initial=0) < 2**31 else m.data
+    return int(scipy_maximum_flow(m.astype(np.int32), s, t).flow_value)
+
+
+def check_result(g: FlowGraph, s: int, t: int, res: MaxFlow) -> None:
+    """Capacity, conservation, cut capacity == value, terminals on their sides."""
+    f = res.flow
+    assert f.shape == (g.num_arcs,) and f.dtype == np.int64
+    assert (f >= 0).all() and (f <= g.capacity).all()
+    assert not ((f > 0) & (f[g.reverse] > 0)).any()
+    net = np.zeros(g.num_nodes, np.int64)
+    np.add.at(net, g.tails, f)
+    np.subtract.at(net, g.heads, f)
+    inner = np.ones(g.num_nodes, bool)
+    inner[[s, t]] = False
+    assert (net[inner] == 0).all()
+    assert net[s] == res.value and net[t] == -res.value
+    lab = res.labels
+    assert lab.shape == (g.num_nodes,) and lab.dtype == np.uint8
+    assert lab[s] == 0 and lab[t] == 1
+    cut = (lab[g.tails] == 0) & (lab[g.heads] == 1)
+    assert int(g.capacity[cut].sum()) == res.value
+    assert (f[cut] == g.capacity[cut]).all()
+
+
+def random_graph(rng, n_max=40, m_max=200, c_max=20):
+    n = int(rng.integers(2, n_max))
+    m = int(rng.integers(0, m_max))
+    t = rng.integers(0, n, m)
+    h = rng.integers(0, n, m)
+    c = rng.integers(0, c_max, m)
+    return flow_graph(t, h, c, num_nodes=n), t, h, c
+
+
+# ------------------------------------------------------------------------ CSR graph
+
+
+def test_flow_graph_merges_parallel_and_reverse_edges():
+    # 0->1 twice, 1->0 once, a self-loop, 1->2
+    g = flow_graph([0, 0, 1, 2, 1], [1, 1, 0, 2, 2], [3, 4, 5, 9, 2])
+    assert g.num_nodes == 3
+    assert g.num_arcs == 4  # (0,1), (1,0), (1,2), (2,1)
+    tails = g.tails
+    arcs = {
+        (int(u), int(v)): int(c)
+        for u, v, c in zip(tails, g.heads, g.capacity, strict=True)
+    }
+    assert arcs == {(0, 1): 7, (1, 0): 5, (1, 2): 2, (2, 1): 0}
+    assert (g.heads[g.reverse] == tails).all() and (
+        g.reverse[g.reverse] == np.arange(4)
+    ).all()
+    assert g.edge_arc[3] == -1
+    assert (tails[g.edge_arc[[0, 1, 2, 4]]] == [0, 0, 1, 1]).all()
+    assert (np.diff(g.indptr) == [1, 2, 1]).all()
+
+
+def test_edge_flow_splits_merged_arcs():
+    g = flow_graph([0, 0, 0, 1, 1], [1, 1, 0, 2, 2], [3, 4, 8, 2, 2])
+    res = maximum_flow(g, 0, 2, backend="cpu")
+    assert res.value == 4
+    ef = g.edge_flow(res.flow)
+    assert ef.tolist() == [3, 1, 0, 2, 2]
+    with pytest.raises(ValueError, match="flow must have shape"):
+        g.edge_flow(np.zeros(3))
+
+
+def test_flow_graph_from_sparse_matches_edge_list(rng):
+    m = sp.random(30, 30, density=0.2, random_state=1, format="csr")
+    m.data = np.ceil(m.data * 50)
+    m = m.astype(np.int64)
+    g = flow_graph_from_sparse(m)
+    assert g.num_nodes == 30
+    r = maximum_flow(m, 0, 29, backend="cpu")
+    assert r.value == maximum_flow(g, 0, 29, backend="cpu").value
+    assert r.value == int(scipy_maximum_flow(m.astype(np.int32), 0, 29).flow_value)
+    with pytest.raises(ValueError, match="square"):
+        flow_graph_from_sparse(sp.csr_matrix((3, 4)))
+    with pytest.raises(TypeError, match="sparse"):
+        flow_graph_from_sparse(np.zeros((3, 3)))
+
+
+def test_float_capacities_need_scale():
+    with pytest.raises(TypeError, match="capacities has floating dtype"):
+        flow_graph([0], [1], [1.5])
+    g = flow_graph([0, 1], [1, 2], [1.26, 0.5], scale=10)
+    assert sorted(g.capacity.tolist()) == [0, 0, 5, 13]
+    assert maximum_flow(g, 0, 2, backend="cpu").value == 5
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="capacities must be non-negative"):
+        flow_graph([0], [1], [-1])
+    with pytest.raises(ValueError, match=r"heads must lie in \[0, num_nodes - 1\]"):
+        flow_graph([0], [5], [1], num_nodes=3)
+    with pytest.raises(ValueError, match="tails must lie"):
+        flow_graph([-1], [0], [1], num_nodes=3)
+    with pytest.raises(ValueError, match="same shape"):
+        flow_graph([0, 1], [1], [1, 1])
+    with pytest.raises(ValueError, match="capacities must have shape"):
+        flow_graph([0, 1], [1, 2], [1, 2, 3])
+    with pytest.raises(TypeError, match="tails must have an integer dtype"):
+        flow_graph([0.0], [1], [1])
+    with pytest.raises(ValueError, match="at most 2\\*\\*62"):
+        flow_graph([0], [1], np.array([2**62 + 1], dtype=np.uint64))
+    with pytest.raises(ValueError, match="sum of capacities"):
+        flow_graph([0, 1], [1, 2], [2**61, 2**61])
+    g = flow_graph([0, 1], [1, 2], [1, 1])
+    with pytest.raises(ValueError, match="source and sink must differ"):
+        maximum_flow(g, 1, 1, backend="cpu")
+    with pytest.raises(ValueError, match=r"sink must lie in \[0, 2\]"):
+        maximum_flow(g, 0, 3, backend="cpu")
+    with pytest.raises(TypeError, match="source must be an integer"):
+        maximum_flow(g, 0.0, 2, backend="cpu")
+    with pytest.raises(ValueError, match="method must be"):
+        maximum_flow(g, 0, 2, method="lifo", backend="cpu")
+    with pytest.raises(TypeError, match="graph must be a FlowGraph"):
+        maximum_flow(np.zeros((3, 3)), 0, 2, backend="cpu")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        maximum_flow(g, 0, 2, backend="tpu")
+
+
+# ------------------------------------------------------------------------ solvers
+
+
+def test_hand_network(backend):
+    # classic CLRS network, max flow 23
+    t = [0, 0, 1, 2, 1, 3, 2, 4, 3, 4]
+    h = [1, 2, 3, 1, 2, 2, 4, 3, 5, 5]
+    c = [16, 13, 12, 4, 10, 9, 14, 7, 20, 4]
+    g = flow_graph(t, h, c)
+    res = maximum_flow(g, 0, 5, backend=backend)
+    assert isinstance(res, MaxFlow) and isinstance(res.value, int)
+    assert res.value == 23
+    assert res.stats["backend"] == backend
+    check_result(g, 0, 5, res)
+
+
+def test_disconnected_and_trivial(backend):
+    g = flow_graph([0, 2], [1, 3], [5, 5], num_nodes=4)
+    res = maximum_flow(g, 0, 3, backend=backend)
+    assert res.value == 0
+    check_result(g, 0, 3, res)
+    g = flow_graph([], [], [], num_nodes=2)
+    res = maximum_flow(g, 1, 0, backend=backend)
+    assert res.value == 0 and res.labels.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("method", ["highest", "fifo"])
+def test_random_graphs_against_scipy(rng, method):
+    for _ in range(150):
+        g, t, h, c = random_graph(rng)
+        s, tt = 0, g.num_nodes - 1
+        res = maximum_flow(g, s, tt, method=method, backend="cpu")
+        assert res.value == scipy_value(g, s, tt)
+        check_result(g, s, tt, res)
+
+
+def test_random_graphs_gpu_matches_cpu(rng, backend):
+    for _ in range(100 if backend == "cpu" else 200):
+        g, *_ = random_graph(rng, n_max=60, m_max=400, c_max=1000)
+        s, t = (int(x) for x in rng.choice(g.num_nodes, 2, replace=False))
+        res = maximum_flow(g, s, t, backend=backend)
+        assert res.value == maximum_flow(g, s, t, backend="cpu").value
+        assert res.value == scipy_value(g, s, t)
+        check_result(g, s, t, res)
+
+
+def test_large_capacities_exact(backend):
+    # values beyond int32: excess and flow sums are int64
+    cap = 2**40
+    g = flow_graph([0, 0, 1, 2], [1, 2, 3, 3], [cap, cap, cap + 7, cap - 3])
+    res = maximum_flow(g, 0, 3, backend=backend)
+    assert res.value == 2 * cap - 3
+    check_result(g, 0, 3, res)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: acyclic_dense_graph(60, seed=3),
+        lambda: genrmf_graph(4, 5, seed=3),
+        lambda: genrmf_graph(3, 12, c1=5, c2=50, seed=4),
+        lambda: washington_rlg_graph(16, 12, seed=5),
+    ],
+    ids=["adg60", "genrmf4x5", "genrmf3x12", "rlg16x12"],
+)
+def test_generator_instances(make, backend):
+    g, s, t = make()
+    res = maximum_flow(g, s, t, backend=backend)
+    assert res.value == scipy_value(g, s, t)
+    check_result(g, s, t, res)
+    if backend == "cpu":
+        assert maximum_flow(g, s, t, method="fifo", backend="cpu").value == res.value
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_variants_agree(rng):
+    from vision_cuts._flow_graph_gpu import maximum_flow_gpu
+
+    for g, s, t in (
+        acyclic_dense_graph(300, seed=1),
+        washington_rlg_graph(64, 32, seed=2),
+        genrmf_graph(8, 8, seed=3),
+    ):
+        want = maximum_flow(g, s, t, backend="cpu").value
+        for kernel in ("thread", "warp", "ballot"):
+            for cycles in (1, 64):
+                value, flow, labels, _ = maximum_flow_gpu(
+                    g.indptr,
+                    g.heads,
+                    g.reverse,
+                    g.capacity,
+                    s,
+                    t,
+                    kernel=kernel,
+                    cycles=cycles,
+                )
+                assert value == want
+                check_result(g, s, t, MaxFlow(value, flow, labels, {}))
+
+
+# ------------------------------------------------------------------------ generators
+
+
+def test_generators_reproducible_and_shaped():
+    a = washington_rlg_graph(10, 7, seed=11)
+    b = washington_rlg_graph(10, 7, seed=11)
+    c = washington_rlg_graph(10, 7, seed=12)
+    assert (a.graph.capacity == b.graph.capacity).all()
+    assert (a.graph.heads == b.graph.heads).all()
+    assert not np.array_equal(a.graph.capacity, c.graph.capacity)
+    g, s, t = a
+    assert g.num_nodes == 72 and (s, t) == (0, 71)
+    pos = g.capacity > 0
+    tails, heads = g.tails[pos], g.heads[pos]
+    inner = (tails != s) & (heads != t)
+    # 3 distinct next-level targets per node of levels 0..5
+    assert inner.sum() == 3 * 10 * 6
+    assert ((heads[inner] - 1) // 10 == (tails[inner] - 1) // 10 + 1).all()
+    assert (np.bincount(tails[inner], minlength=72)[1:61] == 3).all()
+
+    g, s, t = genrmf_graph(4, 3, c1=2, c2=9, seed=0)
+    assert g.num_nodes == 48 and (s, t) == (0, 47)
+    pos = g.capacity > 0
+    grid = g.capacity[pos] == 9 * 16
+    assert grid.sum() == 3 * 4 * 3 * 4  # 2 * a * (a - 1) * 2 directions per frame
+    inter = g.capacity[pos][~grid]
+    assert inter.size == 2 * 16 and inter.min() >= 2 and inter.max() <= 9
+    frame_t = g.tails[pos][~grid] // 16
+    frame_h = g.heads[pos][~grid] // 16
+    assert (frame_h == frame_t + 1).all()
+    assert (np.bincount(g.heads[pos][~grid], minlength=48)[16:] == 1).all()
+
+    g, s, t = acyclic_dense_graph(9, max_capacity=5, seed=0)
+    pos = g.capacity > 0
+    assert pos.sum() == 36 and (g.tails[pos] < g.heads[pos]).all()
+    assert g.capacity.max() <= 5
+    with pytest.raises(ValueError, match="rows must be at least 3"):
+        washington_rlg_graph(2, 5)
+    with pytest.raises(ValueError, match="c2 must be at least c1"):
+        genrmf_graph(3, 3, c1=5, c2=2)
+    with pytest.raises(TypeError, match="n must be an integer"):
+        acyclic_dense_graph(5.0)
+
+
+# ------------------------------------------------------------------------ DIMACS
+
+
+def test_dimacs_roundtrip(tmp_path, rng):
+    g, s, t = genrmf_graph(3, 4, seed=1)
+    path = tmp_path / "g.max"
+    write_dimacs(path, g, s, t, comment="genrmf 3 x 4\nseed 1")
+    text = path.read_text().splitlines()
+    assert text[0] == "c genrmf 3 x 4" and text[2].startswith("p max 36 ")
+    g2, s2, t2 = read_dimacs(path)
+    assert (s2, t2) == (s, t)
+    assert (g2.indptr == g.indptr).all() and (g2.heads == g.heads).all()
+    assert (g2.capacity == g.capacity).all()
+    assert maximum_flow(g2, s2, t2, backend="cpu").value == scipy_value(g, s, t)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("p max 3 1\nn 1 s\nn 3 t\na 1 2\n", "line 4: expected 'a <from> <to>"),
+        ("p max 3 1\nn 1 s\nn 3 t\na 1 x 5\n", "line 4: non-integer"),
+        ("p max 3 1\nn 1 s\nn 3 t\na 1 4 5\n", "line 4: node out of range 1..3"),
+        ("p max 3 1\nn 1 s\nn 3 t\na 1 2 -5\n", "line 4: negative capacity"),
+        ("c hi\na 1 2 3\n", "line 2: an 'a' line before the 'p max' line"),
+        ("p min 3 1\n", "line 1: expected 'p max"),
+        ("p max 3 1\nn 1 s\nn 3 q\n", "line 3: expected 'n <id> s'"),
+        ("p max 3 1\nn 1 s\nn 3 t\nx 1\n", "line 4: unknown line type 'x'"),
+        ("p max 3 1\nn 1 s\nn 3 t\np max 3 1\n", "line 4: a second 'p' line"),
+        ("p max 3 2\nn 1 s\nn 3 t\na 1 2 5\n", "announces 2 arcs, the file has 1"),
+        ("p max 3 0\nn 1 s\n", "the source or the sink"),
+        ("p max 3 0\nn 2 s\nn 2 t\n", "the same node 2"),
+        ("c only comments\n", "no 'p max"),
+    ],
+)
+def test_dimacs_errors(tmp_path, body, message):
+    path = tmp_path / "bad.max"
+    path.write_text(body)
+    with pytest.raises(DimacsFormatError, match=message):
+        read_dimacs(path)
+
+
+def test_cli_maxflow(tmp_path, capsys):
+    from vision_cuts.cli import main
+
+    g, s, t = washington_rlg_graph(8, 6, seed=2)
+    path = tmp_path / "rlg.max"
+    write_dimacs(path, g, s, t)
+    flow_file = tmp_path / "flow.txt"
+    cut_file = tmp_path / "cut.txt"
+    assert (
+        main(
+            [
+                "maxflow",
+                str(path),
+                "--backend",
+                "cpu",
+                "--flow",
+                str(flow_file),
+                "--cut",
+                str(cut_file),
+            ]
+        )
+        == 0
+    )
+    value = scipy_value(g, s, t)
+    out = capsys.readouterr().out
+    assert out.startswith(f"max flow {value} from node 1 to node 50")
+    assert flow_file.read_text().splitlines()[0] == f"s {value}"
+    cut = np.loadtxt(cut_file, dtype=int, ndmin=1)
+    assert 1 in cut and 50 not in cut
+    bad = tmp_path / "bad.max"
+    bad.write_text("p max 2 1\nn 1 s\nn 2 t\na 1 3 4\n")
+    with pytest.raises(SystemExit, match="line 4"):
+        main(["maxflow", str(bad), "--backend", "cpu"])
+
+
+def test_kernel_names_exist():
+    from vision_cuts._kernels import kernel_names
+
+    names = kernel_names("graph_push_relabel.cu")
+    for k in (
+        "gpr_saturate_source",
+        "gpr_bfs",
+        "gpr_push_thread",
+        "gpr_push_warp",
+        "gpr_push_ballot",
+    ):
+        assert k in names
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_dimacs_instances_known_values(data_dir, name, backend):
+    path = data_dir / "maxflow_dimacs" / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    g, s, t = read_dimacs(path)
+    res = maximum_flow(g, s, t, backend=backend)
+    assert res.value == KNOWN[name]
+    check_result(g, s, t, res)
+    assert scipy_value(g, s, t) == KNOWN[name]
