@@ -165,6 +165,11 @@ def random_case(i, rng):
         kw["_pipeline"] = 3
     if rng.random() < 0.1:
         kw["_reuse"] = False
+    q = rng.random()  # path walks: never, in the tail (default), in every round
+    if q < 0.2:
+        kw["_walk"] = 0.0
+    elif q < 0.6:
+        kw["_walk"] = 2.0
     return kind, shape, s, t, e, kw
 
 
@@ -173,19 +178,25 @@ def _solver_with_knobs():
     ``_reuse`` (module settings of vision_cuts._maxflow_gpu) as extra keywords."""
     from vision_cuts import _maxflow_gpu
 
-    def solve(*args, defines=None, _pipeline=None, _reuse=None, **kw):
-        saved = (_maxflow_gpu._PIPELINE, _maxflow_gpu._REUSE)
+    def solve(*args, defines=None, _pipeline=None, _reuse=None, _walk=None, **kw):
+        saved = (_maxflow_gpu._PIPELINE, _maxflow_gpu._REUSE, _maxflow_gpu._WALK_BELOW)
         _maxflow_gpu._EXTRA_DEFINES.clear()
         _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
         if _pipeline is not None:
             _maxflow_gpu._PIPELINE = _pipeline
         if _reuse is not None:
             _maxflow_gpu._REUSE = _reuse
+        if _walk is not None:
+            _maxflow_gpu._WALK_BELOW = _walk
         try:
             return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
         finally:
             _maxflow_gpu._EXTRA_DEFINES.clear()
-            _maxflow_gpu._PIPELINE, _maxflow_gpu._REUSE = saved
+            (
+                _maxflow_gpu._PIPELINE,
+                _maxflow_gpu._REUSE,
+                _maxflow_gpu._WALK_BELOW,
+            ) = saved
 
     return solve
 
@@ -285,7 +296,9 @@ def parse_configs(text):
 
     Tokens: ``itN`` local_iters, ``RN`` sweeps_per_relabel, ``tailN`` tail_sweeps,
     ``titN`` tail_iters, ``tXxYxZ`` tile, ``btXxYxZ`` bfs_tile, ``g0`` no CUDA graph,
-    ``def`` nothing (the defaults), ``pipeN`` rounds in flight
+    ``def`` nothing (the defaults), ``wbF`` path walks in the rounds that start with
+    fewer than F * n active nodes (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every
+    round), ``pipeN`` rounds in flight
     (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, and
     compile-time constants through ``_maxflow_gpu._EXTRA_DEFINES``: ``mbN``
     (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``stats1``
@@ -311,6 +324,8 @@ def parse_configs(text):
                 kw["_pipeline"] = int(tok[4:])
             elif tok == "reuse0":
                 kw["_reuse"] = False
+            elif tok.startswith("wb"):
+                kw["_walk"] = float(tok[2:])
             elif tok.startswith("tit"):
                 kw["tail_iters"] = int(tok[3:])
             elif tok.startswith("bt"):

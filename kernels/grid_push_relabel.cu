@@ -267,6 +267,72 @@ gpr_count_active(const vc_u64* __restrict__ ex, const int* __restrict__ h,
     }
 }
 
+// Path walks (optional, after a global relabel, before the count): every active node
+// sends its excess down the exact distance labels the BFS just computed, one thread a
+// node: at each node it first gives what the sink arc takes, then moves the rest along
+// the first arc (u, v) with h(v) == h(u) - 1 and residual capacity, claiming
+// min(carried, residual) by compare-and-swap and adding it to the reverse arc; what an
+// arc cannot take stays at the node as excess (atomicAdd). Every step is a push along
+// an admissible arc of the valid labelling, so the labelling stays valid and the result
+// is a preflow; walks end at the sink, where no admissible arc is left, or after
+// max_steps. A no-op once out[0] == 0 (like gpr_count_active). Used in the tail, where
+// few nodes hold excess that the tiled sweeps move only a few tiles a round.
+extern "C" __global__ void gpr_walk(int* __restrict__ rc, vc_u64* __restrict__ ex,
+                                    const int* __restrict__ h, int* __restrict__ tcap,
+                                    const int* __restrict__ out, int nx, int ny, int nz,
+                                    int max_steps, IDX_T n) {
+    if (*(volatile const int*)out == 0) return;  // uniform over the launch
+    (void)nz;
+    const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
+    for (IDX_T g = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
+        if (__ldcg(ex + g) == 0ull) continue;
+        int hc = h[g];
+        if (hc >= VC_INF) continue;
+        vc_u64 a = atomicExch(ex + g, 0ull);
+        IDX_T cur = g;
+        for (int step = 0; a > 0 && step < max_steps; ++step) {
+            int tc = __ldcg(tcap + cur);
+            while (tc > 0) {  // the sink arc
+                const int d = a < (vc_u64)tc ? (int)a : tc;
+                const int old = atomicCAS(tcap + cur, tc, tc - d);
+                if (old == tc) {
+                    a -= (vc_u64)d;
+                    break;
+                }
+                tc = old;
+            }
+            if (a == 0 || hc <= 1) break;
+            bool moved = false;
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) {
+                int* arc = rc + (IDX_T)k * n + cur;
+                int r = __ldcg(arc);
+                if (r <= 0) continue;  // arcs that leave the grid have none
+                const IDX_T v = cur + vc_grid_off(k, nx, ny);
+                if (h[v] != hc - 1) continue;
+                int d = 0;
+                while (r > 0) {
+                    d = a < (vc_u64)r ? (int)a : r;
+                    const int old = atomicCAS(arc, r, r - d);
+                    if (old == r) break;
+                    r = old;
+                    d = 0;
+                }
+                if (d == 0) continue;
+                atomicAdd(rc + (IDX_T)(k ^ 1) * n + v, d);
+                if (a > (vc_u64)d) atomicAdd(ex + cur, a - (vc_u64)d);
+                a = (vc_u64)d;
+                cur = v;
+                --hc;
+                moved = true;
+                break;
+            }
+            if (!moved) break;
+        }
+        if (a > 0) atomicAdd(ex + cur, a);
+    }
+}
+
 // Minimum cut and flow value after the last global relabel (see the header).
 extern "C" __global__ void gpr_finish(const int* __restrict__ snk, const int* __restrict__ tcap,
                                       const int* __restrict__ h,

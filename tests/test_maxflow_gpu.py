@@ -115,6 +115,9 @@ def test_near_int32_capacities(shape, rng):
         {"sweeps_per_relabel": 2, "tail_sweeps": 7},
         {"sweeps_per_relabel": 2, "tail_sweeps": 3, "tail_iters": 2},
         {"graph": False},
+        {"walk_below": 0},
+        {"walk_below": 10**9},
+        {"walk_below": 10**9, "sweeps_per_relabel": 1, "local_iters": 1},
     ],
 )
 def test_tuning_knobs_do_not_change_the_answer(knobs, rng):

@@ -72,6 +72,10 @@ _EXTRA_DEFINES: dict = {}  # benchmarking hook: more compile-time constants (bot
 # the last one (the kernels of a round after the count reached 0 return at once); 1 =
 # read the count after every round
 _PIPELINE = 2
+# path walks (gpr_walk) after the global relabels of the rounds that start with fewer
+# than this fraction of the nodes active: off by default, they cost more than they
+# save (benchmarks/NOTES_gpu_grid.md, v12)
+_WALK_BELOW = 0.0
 _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for reuse
 _RING = 64  # slots of the pinned buffer the active counts are copied into
 _cache = threading.local()
@@ -182,6 +186,7 @@ class _Solver:
         self.k_push = get_kernel(pr, "gpr_push_tile")
         self.k_count = get_kernel(pr, "gpr_count_active")
         self.k_finish = get_kernel(pr, "gpr_finish")
+        self.k_walk = get_kernel(pr, "gpr_walk")
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         self.k_bfs = get_kernel(bfs, "gbfs_persistent")
 
@@ -236,7 +241,7 @@ class _Solver:
             ),
         )
 
-    def global_relabel(self, mark=None) -> None:
+    def global_relabel(self, mark=None, walk: bool = False) -> None:
         """BFS from the sink, then count the active nodes into ``out[0]`` (no sync).
 
         ``mark(name)``, if given, is called after each of the three launches."""
@@ -272,6 +277,23 @@ class _Solver:
         )
         if mark:
             mark("relabel_bfs")
+        if walk:
+            self.k_walk(
+                self.init_grid,
+                (_INIT_BLOCK,),
+                (
+                    self.rc,
+                    self.ex,
+                    self.h,
+                    self.tcap,
+                    self.out,
+                    *self.dims,
+                    np.int32(min(self.n, _INF - 1)),
+                    self.idx(self.n),
+                ),
+            )
+            if mark:
+                mark("relabel_walk")
         self.k_count(
             (self.ntiles,),
             (min(self.nt, 256),),  # PR_COUNT_NT
@@ -382,6 +404,7 @@ def maxflow_grid_gpu(
     sweeps_per_relabel: int | None = None,
     tail_sweeps: int | None = None,
     tail_iters: int | None = None,
+    walk_below: int | None = None,
     max_rounds: int | None = None,
     graph: bool = True,
     profile: bool = False,
@@ -436,6 +459,10 @@ def maxflow_grid_gpu(
     tail_iters : int, optional
         Push / relabel rounds per tile and launch in those sweeps (default:
         ``local_iters``).
+    walk_below : int, optional
+        After the global relabel of a round that starts with fewer than this many
+        active nodes, each active node sends its excess down the new distance labels
+        (``gpr_walk``); default 0 (no walks: measured slower).
     max_rounds : int, optional
         Give up (``RuntimeError``) after this many global relabels; default unlimited.
     graph : bool
@@ -506,6 +533,8 @@ def maxflow_grid_gpu(
             sweeps_per_relabel = _SWEEPS_SMALL_2D
     tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
     tail_iters = local_iters if tail_iters is None else int(tail_iters)
+    if walk_below is None:
+        walk_below = int(n * _WALK_BELOW)
     if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:
         raise ValueError(
             "local_iters, sweeps_per_relabel, tail_sweeps and tail_iters must be >= 1, "
@@ -531,12 +560,12 @@ def maxflow_grid_gpu(
 
         pr_stats = profile and bool(_EXTRA_DEFINES.get("PR_STATS"))
 
-        def one_round(count: int, iters: int) -> None:
+        def one_round(count: int, iters: int, walk: bool) -> None:
             if pr_stats:
                 solver.pstats.fill(0)
             solver.sweeps(count, iters)
             mark("push")
-            solver.global_relabel(mark if profile else None)
+            solver.global_relabel(mark if profile else None, walk)
             mark("relabel_count")
             if pr_stats:
                 tile_stats.append(solver.pstats.get(stream=stream).tolist())
@@ -563,7 +592,7 @@ def maxflow_grid_gpu(
                         (tail_sweeps, tail_iters)
                         if tail
                         else (sweeps_per_relabel, local_iters)
-                    )
+                    ) + (last < walk_below,)
                     if graph and not profile and key not in solver.graphs:
                         solver.graphs[key] = _capture(
                             stream, lambda key=key: one_round(*key)
@@ -613,6 +642,8 @@ def maxflow_grid_gpu(
         "bfs_tile": bfs_tile,
         "graph": used_graph,
         "tail_iters": tail_iters,
+        "walk_below": walk_below,
+        "walks": sum(1 for p in plan[: relabels - 1] if p[2]),
         "pipeline": depth,
         "bfs_blocks": solver.bfs_blocks,
         "active": history,
