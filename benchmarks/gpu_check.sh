@@ -8,6 +8,11 @@
 #   grabcut     GrabCut evaluation against cv2.grabCut, plus the 1920x1080 size test
 #   assignment  assignment benchmark against SciPy and lap in the same run
 #   stereo      Middlebury stereo evaluation against cv2.StereoSGBM
+#   refine      interactive GrabCut latency (box cut, then strokes) at ~1 MP
+#   graph       general-graph max-flow: its GPU tests, then the benchmark (RLG, genrmf,
+#               ADG) against SciPy Dinic and the CPU backend in the same run
+#   matching    bipartite matching: its GPU tests, then the benchmark against SciPy
+#               and the CPU backend in the same run (APFB and APsB)
 #   all         everything above (the default)
 #   quick       the same as gputests
 #
@@ -65,10 +70,30 @@ if want grabcut && have_data grabcut; then
 fi
 if want assignment; then
     python3 -P benchmarks/bench_assignment.py --backend cpu gpu \
+        --single 1000 4000 8000 --geometric-max-n 8000 --baseline-max-n geometric=1000 \
         --json "$OUT/bench_assignment.json" 2>&1 | tee "$OUT/bench_assignment.log" || rc=1
+fi
+if want graph; then
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider \
+        tests/test_graph_maxflow.py 2>&1 | tee "$OUT/tests_graph.log" || rc=1
+    python3 -P benchmarks/bench_graph.py --backend cpu gpu --scipy-max-nodes 40000 \
+        --variants warp ballot --instances genrmf32x32 rlg128x256 rlg512x512 \
+        genrmf64x64 adg2000 genrmf128x16 rlg1024x1024 genrmf128x128 \
+        --json "$OUT/bench_graph.json" 2>&1 | tee "$OUT/bench_graph.log" || rc=1
+fi
+if want matching; then
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider \
+        tests/test_matching.py 2>&1 | tee "$OUT/tests_matching.log" || rc=1
+    python3 -P benchmarks/bench_matching.py --backend cpu gpu --sizes 100000 1000000 \
+        --gpu-algorithms apfb apsb --repeat 5 \
+        --json "$OUT/bench_matching.json" 2>&1 | tee "$OUT/bench_matching.log" || rc=1
 fi
 if want stereo && have_data stereo; then
     python3 -P benchmarks/eval_stereo.py --backend cpu gpu \
         --json "$OUT/eval_stereo.json" 2>&1 | tee "$OUT/eval_stereo.log" || rc=1
+fi
+if want refine; then
+    python3 -P benchmarks/bench_refine.py --backend cpu gpu 2>&1 | tee "$OUT/bench_refine.log" \
+        || rc=1
 fi
 exit $rc

@@ -242,7 +242,7 @@ def _copy_source(dst: Path) -> Path:
             shutil.copy2(REPO / extra, dst)
     if not (dst / "README.md").exists():  # pyproject names it; not the subject here
         (dst / "README.md").write_text("# vision-cuts\n")
-    for folder in ("vision_cuts", "kernels", "datasets"):
+    for folder in ("vision_cuts", "kernels", "datasets", "apps"):
         shutil.copytree(REPO / folder, dst / folder, ignore=ignore)
     return dst
 
@@ -259,6 +259,8 @@ def _check_shipped(files: set[str]):
         assert f"vision_cuts/datasets/{path.name}" in files, f"datasets/{path.name}"
     for path in sorted(PACKAGE.glob("*.py")):
         assert f"vision_cuts/{path.name}" in files, f"vision_cuts/{path.name}"
+    for path in sorted((REPO / "apps").glob("*.py")):
+        assert f"vision_cuts/apps/{path.name}" in files, f"apps/{path.name}"
     # shipped inside the package only: a top-level ``datasets`` would shadow
     # Hugging Face's, and no tests, caches or numba artefacts ride along
     tops = {f.split("/")[0] for f in files}
@@ -364,7 +366,10 @@ def test_all_names_exist(modname):
 def test_public_surface():
     names = vision_cuts.__all__
     assert all(not n.startswith("_") for n in names)
-    assert len(names) <= 20  # about a dozen names; internals stay underscored
+    assert len(set(names)) == len(names) == len(sorted(names))
+    for n in names:  # every public name exists and says what it is
+        obj = getattr(vision_cuts, n)
+        assert (obj.__doc__ or "").strip(), f"{n} has no docstring"
     for n in (
         "grid_energy",
         "grid_graph",

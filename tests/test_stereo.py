@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vision_cuts import stereo_disparity
-from vision_cuts.stereo import solve_disparity, stereo_energy
+from vision_cuts.stereo import solve_disparity, stereo_cost_volume, stereo_energy
 
 
 def _brute_force(cost, w, kind, trunc=2):
@@ -221,14 +221,29 @@ def test_cli_stereo_outputs(tmp_path, capsys):
     cv2.imwrite(str(lp), left[..., ::-1])
     cv2.imwrite(str(rp), right[..., ::-1])
     pic, pfm, p16 = tmp_path / "d.png", tmp_path / "d.pfm", tmp_path / "d16.png"
-    argv = ["stereo", str(lp), str(rp), "--max-disparity", "8", "-o", str(pic),
-            "--colormap", "--pfm", str(pfm), "--png16", str(p16), "--backend", "cpu"]
+    argv = [
+        "stereo",
+        str(lp),
+        str(rp),
+        "--max-disparity",
+        "8",
+        "-o",
+        str(pic),
+        "--colormap",
+        "--pfm",
+        str(pfm),
+        "--png16",
+        str(p16),
+        "--backend",
+        "cpu",
+    ]
     assert cli.main(argv) == 0
     disp = read_pfm(pfm)
     assert disp.shape == (40, 60)
     assert (np.abs(disp[:, 8:] - 4) <= 1).mean() > 0.95
-    np.testing.assert_array_equal(cv2.imread(str(p16), cv2.IMREAD_UNCHANGED),
-                                  (disp * 256).astype(np.uint16))
+    np.testing.assert_array_equal(
+        cv2.imread(str(p16), cv2.IMREAD_UNCHANGED), (disp * 256).astype(np.uint16)
+    )
     colour = cv2.imread(str(pic))
     assert colour.shape[0] == 40 and colour.shape[1] > 60  # picture + colour bar
     assert "disparity of a 60x40 pair" in capsys.readouterr().out
@@ -250,3 +265,357 @@ def test_cli_stereo_errors(argv, match):
         argv = [*argv, "--max-disparity", "4"]
     with pytest.raises(SystemExit, match=match):
         cli.main(argv)
+
+
+# ---- the device loop's specification (HostMoves) and the GPU path ------------------
+
+
+def _random_labels(rng, ndisp, m, n):
+    return rng.integers(0, ndisp, (m, n)).astype(np.int32)
+
+
+@pytest.mark.parametrize("kind", ["potts", "truncated_linear", "linear"])
+def test_host_moves_build_is_the_move_energy(rng, kind):
+    from vision_cuts._stereo_gpu import HostMoves
+    from vision_cuts.stereo import _move_energy
+
+    ndisp, m, n = 5, 4, 6
+    cost, w = _random_problem(rng, ndisp, m, n)
+    labels = _random_labels(rng, ndisp, m, n)
+    groups = np.array([[3, 0, 4]], np.int32)
+    stacked = HostMoves(cost, w, kind, 2, groups).build(labels, 0)
+    assert stacked.shape == (3 * m, n)
+    assert (stacked.edges[[1, 3]] == 0).all()  # all pair terms on the forward arcs
+    for b, alpha in enumerate(groups[0]):
+        rows = slice(b * m, (b + 1) * m)
+        assert (stacked.edges[2][rows][-1] == 0).all()  # no arc between two layers
+        ref = _move_energy(
+            cost.astype(np.int64), w, labels.astype(np.int64), int(alpha), kind, 2
+        )
+        offsets = set()
+        for _ in range(20):
+            x = rng.integers(0, 2, (m, n))
+            big = np.zeros((3 * m, n), np.int64)
+            big[rows] = x
+            offsets.add(stacked.energy(big) - ref.energy(x))
+        assert len(offsets) == 1  # the same function of x up to a constant
+
+
+def test_label_groups():
+    from vision_cuts._stereo_gpu import label_groups
+
+    assert label_groups(15, 1).ravel().tolist() == list(range(15))
+    g = label_groups(15, 4)
+    assert g.shape == (4, 4) and g.dtype == np.int32
+    assert set(g.ravel().tolist()) == set(range(15))
+    assert g[0].tolist() == [0, 4, 8, 12]  # interleaved
+    assert label_groups(3, 8).tolist() == [[0, 1, 2]]
+
+
+def _one_cycle_finds_nothing(cost, w, d, kind):
+    from vision_cuts.stereo import _expansion
+
+    e = stereo_energy(cost, w, d, smoothness=kind)
+    again = _expansion(cost, w, kind, 2, 1, "cpu", init=np.asarray(d, np.int64))
+    return stereo_energy(cost, w, again, smoothness=kind) == e
+
+
+@pytest.mark.parametrize("per_cut", [1, 3, 5])
+@pytest.mark.parametrize("kind", ["potts", "truncated_linear"])
+def test_expansion_loop_reaches_a_local_minimum(rng, backend, per_cut, kind):
+    cost, w = _random_problem(rng, 5, 6, 7)
+    stats = {}
+    d = solve_disparity(
+        cost,
+        w,
+        smoothness=kind,
+        max_cycles=50,
+        backend=backend,
+        moves_per_cut=per_cut,
+        stats=stats,
+    )
+    assert isinstance(d, np.ndarray) and d.shape == (6, 7)
+    e = stereo_energy(cost, w, d, smoothness=kind)
+    assert stats["energies"][0] == stereo_energy(
+        cost, w, np.argmin(cost, axis=0), smoothness=kind
+    )
+    assert stats["energies"][-1] == e
+    assert (np.diff(stats["energies"]) <= 0).all()
+    assert stats["cycles"] < 50 and stats["energies"][-1] == stats["energies"][-2]
+    assert _one_cycle_finds_nothing(cost, w, d, kind)
+
+
+def test_tol_stops_after_a_small_decrease(rng):
+    cost, w = _random_problem(rng, 6, 12, 12)
+    full, loose = {}, {}
+    solve_disparity(cost, w, backend="cpu", stats=full, max_cycles=50)
+    solve_disparity(cost, w, backend="cpu", stats=loose, max_cycles=50, tol=0.5)
+    assert loose["cycles"] == 1 < full["cycles"]
+
+
+def test_default_moves_per_cut_on_the_cpu_is_one(rng):
+    cost, w = _random_problem(rng, 4, 6, 6)
+    stats = {}
+    solve_disparity(cost, w, backend="cpu", stats=stats)
+    assert stats["cuts"] == stats["moves"] > 0
+
+
+def test_solver_bad_inputs(rng):
+    cost, w = _random_problem(rng, 3, 4, 5)
+    with pytest.raises(ValueError, match="moves_per_cut"):
+        solve_disparity(cost, w, moves_per_cut=0, backend="cpu")
+    with pytest.raises(ValueError, match="tol"):
+        solve_disparity(cost, w, tol=-1.0, backend="cpu")
+    with pytest.raises(ValueError, match="weights"):
+        solve_disparity(cost, w[:1], backend="cpu")
+    with pytest.raises(TypeError, match="integer"):
+        solve_disparity(cost.astype(np.float32), w, backend="cpu")
+    with pytest.raises(ValueError, match="int32"):
+        solve_disparity(cost, w.astype(np.int64) * 2**28, backend="cpu")
+    with pytest.raises(ValueError, match="census_radius"):
+        stereo_cost_volume(
+            np.zeros((5, 9)), np.zeros((5, 9)), 2, census_radius=-1, backend="cpu"
+        )
+
+
+@pytest.mark.parametrize("method", ["expansion", "ishikawa"])
+def test_synthetic_shift_both_backends(rng, backend, method):
+    left, right, gt = _synthetic_pair(rng)
+    d = stereo_disparity(left, right, max_disparity=10, method=method, backend=backend)
+    assert isinstance(d, np.ndarray) and d.dtype == np.float32 and d.shape == gt.shape
+    assert (np.abs(d - gt) <= 1).mean() > 0.95
+
+
+# ---- GPU only ------------------------------------------------------------------------
+
+
+def _cupy():
+    return pytest.importorskip("cupy")
+
+
+def _textured_pair(rng, m=37, n=53, channels=3):
+    shape = (m, n, channels) if channels else (m, n)
+    left = rng.integers(0, 256, shape).astype(np.uint8)
+    right = np.roll(left, -3, axis=1)
+    right[:, -3:] = rng.integers(0, 256, right[:, -3:].shape)
+    return left, right
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("channels", [0, 1, 3, 4])
+@pytest.mark.parametrize(("radius", "window"), [(2, 3), (1, 1), (3, 4)])
+def test_gpu_cost_volume_matches_cpu(rng, channels, radius, window):
+    cp = _cupy()
+    left, right = _textured_pair(rng, channels=channels)
+    kw = dict(census_radius=radius, window=window)
+    ref = stereo_cost_volume(left, right, 9, backend="cpu", **kw)
+    got = stereo_cost_volume(left, right, 9, backend="gpu", **kw)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+    dev = stereo_cost_volume(cp.asarray(left), cp.asarray(right), 9, **kw)
+    assert isinstance(dev, cp.ndarray)
+    np.testing.assert_array_equal(dev.get(), got)
+    qr, qg = np.rint(ref * 100).astype(np.int32), np.rint(got * 100).astype(np.int32)
+    assert np.abs(qr - qg).max() <= 1 and (qr != qg).mean() < 1e-3
+    with pytest.raises(ValueError, match="census_radius"):
+        stereo_cost_volume(left, right, 9, census_radius=4, backend="gpu")
+
+
+@pytest.mark.gpu
+def test_gpu_weights_equal_cpu(rng):
+    cp = _cupy()
+    from vision_cuts.stereo import stereo_weights
+
+    left, _ = _textured_pair(rng)
+    left[:, 10:20] = 7  # flat patch: strong weights
+    ref = stereo_weights(left.astype(np.float32), smoothness=0.2)
+    got = stereo_weights(cp.asarray(left, dtype=cp.float32), smoothness=0.2)
+    np.testing.assert_array_equal(got.get(), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["potts", "truncated_linear", "linear"])
+def test_gpu_move_graphs_equal_host(rng, kind):
+    cp = _cupy()
+    from vision_cuts._stereo_gpu import DeviceMoves, HostMoves
+
+    cost, w = _random_problem(rng, 6, 9, 13)
+    cost[2, 3, 4] = -7  # negative costs are shifted away by min(s, t)
+    labels = _random_labels(rng, 6, 9, 13)
+    groups = np.array([[1, 5, 0], [2, 3, 4]], np.int32)
+    host = HostMoves(cost, w, kind, 2, groups)
+    dev = DeviceMoves(cp.asarray(cost), cp.asarray(w), kind, 2, groups)
+    for g in range(2):
+        a = host.build(labels, g)
+        b = dev.build(cp.asarray(labels), g)
+        for name in ("source", "sink", "edges"):
+            np.testing.assert_array_equal(getattr(b, name).get(), getattr(a, name))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["potts", "truncated_linear"])
+def test_gpu_move_has_the_cpu_move_energy(rng, kind):
+    """The GPU cut of one expansion move is an optimal move: its proposal has the
+    energy of the CPU move's proposal (BK on the reference move energy)."""
+    cp = _cupy()
+    from vision_cuts import maxflow_grid
+    from vision_cuts._stereo_gpu import DeviceMoves
+    from vision_cuts.stereo import _move_energy
+
+    for trial in range(6):
+        ndisp, m, n = 7, 20 + trial, 31
+        cost, w = _random_problem(rng, ndisp, m, n)
+        labels = _random_labels(rng, ndisp, m, n)
+        alpha = int(rng.integers(0, ndisp))
+        ref = _move_energy(
+            cost.astype(np.int64), w, labels.astype(np.int64), alpha, kind, 2
+        )
+        cpu_move = maxflow_grid(ref, backend="cpu").labels.astype(bool)
+        dev = DeviceMoves(
+            cp.asarray(cost), cp.asarray(w), kind, 2, np.array([[alpha]], np.int32)
+        )
+        cut = maxflow_grid(dev.build(cp.asarray(labels), 0), backend="gpu").labels
+        assert isinstance(cut, cp.ndarray)
+        gpu_move = cut.get().astype(bool)
+        e_cpu = stereo_energy(
+            cost, w, np.where(cpu_move, alpha, labels), smoothness=kind
+        )
+        e_gpu = stereo_energy(
+            cost, w, np.where(gpu_move, alpha, labels), smoothness=kind
+        )
+        assert e_gpu == e_cpu
+        assert ref.energy(gpu_move.astype(np.uint8)) == ref.energy(
+            cpu_move.astype(np.uint8)
+        )
+
+
+@pytest.mark.gpu
+def test_gpu_apply_matches_host(rng):
+    cp = _cupy()
+    from vision_cuts._stereo_gpu import DeviceMoves, HostMoves
+
+    cost, w = _random_problem(rng, 5, 8, 11)
+    labels = _random_labels(rng, 5, 8, 11)
+    groups = np.array([[4, 1]], np.int32)
+    host = HostMoves(cost, w, "truncated_linear", 2, groups)
+    dev = DeviceMoves(cp.asarray(cost), cp.asarray(w), "truncated_linear", 2, groups)
+    hl, dl = labels.copy(), cp.asarray(labels)
+    host.init(hl)
+    dev.init(dl)
+    assert (
+        dev.current_energy()
+        == host.current_energy()
+        == stereo_energy(cost, w, labels, smoothness="truncated_linear")
+    )
+    for _ in range(4):  # random cuts: some lower the energy, some do not
+        cut = rng.integers(0, 2, (16, 11)).astype(np.uint8)
+        for layer in (0, 1):
+            host.apply(hl, cut, 0, layer)
+            dev.apply(dl, cp.asarray(cut), 0, layer)
+            assert dev.current_energy() == host.current_energy()
+            np.testing.assert_array_equal(dl.get(), hl)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("per_cut", [1, 4])
+def test_gpu_expansion_on_device(rng, per_cut):
+    cp = _cupy()
+    cost, w = _random_problem(rng, 6, 30, 40)
+    stats = {}
+    d = solve_disparity(
+        cp.asarray(cost),
+        cp.asarray(w),
+        max_cycles=50,
+        moves_per_cut=per_cut,
+        stats=stats,
+        backend="auto",
+    )
+    assert isinstance(d, cp.ndarray) and d.shape == (30, 40)
+    d = d.get()
+    assert stats["energies"][-1] == stereo_energy(
+        cost, w, d, smoothness="truncated_linear"
+    )
+    assert stats["cycles"] < 50
+    assert _one_cycle_finds_nothing(cost, w, d, "truncated_linear")
+
+
+@pytest.mark.gpu
+def test_gpu_ishikawa_is_the_cpu_optimum(rng):
+    cp = _cupy()
+    for shape in [(3, 2, 3), (4, 2, 3)]:
+        cost, w = _random_problem(rng, *shape)
+        d = solve_disparity(cost, w, method="ishikawa", backend="gpu")
+        assert stereo_energy(cost, w, d, smoothness="linear") == _brute_force(
+            cost, w, "linear"
+        )
+    for _ in range(3):
+        cost, w = _random_problem(rng, 9, 40, 50)
+        ref = solve_disparity(cost, w, method="ishikawa", backend="cpu")
+        got = solve_disparity(cp.asarray(cost), cp.asarray(w), method="ishikawa")
+        assert isinstance(got, cp.ndarray)
+        assert stereo_energy(cost, w, got, smoothness="linear") == stereo_energy(
+            cost, w, ref, smoothness="linear"
+        )
+
+
+@pytest.mark.gpu
+def test_gpu_stereo_disparity_array_kinds(rng):
+    cp = _cupy()
+    left, right, gt = _synthetic_pair(rng)
+    d = stereo_disparity(cp.asarray(left), cp.asarray(right), max_disparity=10)
+    assert isinstance(d, cp.ndarray) and d.dtype == cp.float32
+    assert (np.abs(d.get() - gt) <= 1).mean() > 0.95
+    with pytest.raises(ValueError, match="same shape"):
+        stereo_disparity(
+            cp.asarray(left), cp.asarray(right[:, :-1]), max_disparity=3, backend="gpu"
+        )
+
+
+@pytest.mark.gpu
+@pytest.mark.data
+@pytest.mark.parametrize("method", ["expansion", "ishikawa"])
+def test_tsukuba_gpu_agrees_with_cpu(data_dir, method):
+    from vision_cuts.datasets import middlebury as mb
+
+    s = mb.load_stereo("tsukuba", data_dir)
+    cpu = stereo_disparity(
+        s.left, s.right, max_disparity=s.max_disp, method=method, backend="cpu"
+    )
+    gpu = stereo_disparity(
+        s.left,
+        s.right,
+        max_disparity=s.max_disp,
+        method=method,
+        backend="gpu",
+        moves_per_cut=1,  # the CPU's algorithm (the GPU default cuts 4 moves at once)
+    )
+    b_cpu = mb.bad_pixel_rate(cpu, s.gt_disparity, 1.0)
+    b_gpu = mb.bad_pixel_rate(gpu, s.gt_disparity, 1.0)
+    assert b_gpu < 10.0 and abs(b_gpu - b_cpu) < 1.0
+    assert (cpu == gpu).mean() > 0.97
+
+
+@pytest.mark.gpu
+@pytest.mark.data
+def test_tsukuba_gpu_solvers_on_the_cpu_costs(data_dir):
+    """On one integer cost volume: the GPU Ishikawa cut has exactly the CPU optimum's
+    energy; the GPU expansion reaches a local minimum as low as the CPU one, give or
+    take the moves whose ties break differently."""
+    cp = _cupy()
+    from vision_cuts.datasets import middlebury as mb
+    from vision_cuts.stereo import stereo_weights
+
+    s = mb.load_stereo("tsukuba", data_dir)
+    cost = stereo_cost_volume(s.left, s.right, s.max_disp, backend="cpu")
+    c = np.rint(cost * 100).astype(np.int32)
+    w = np.rint(stereo_weights(s.left, smoothness=0.05) * 100).astype(np.int32)
+    ref = solve_disparity(c, w, method="ishikawa", backend="cpu")
+    got = solve_disparity(cp.asarray(c), cp.asarray(w), method="ishikawa")
+    e_ref = stereo_energy(c, w, ref, smoothness="linear")
+    assert stereo_energy(c, w, got, smoothness="linear") == e_ref
+    w = np.rint(stereo_weights(s.left, smoothness=0.2) * 100).astype(np.int32)
+    ref = solve_disparity(c, w, backend="cpu")
+    got = solve_disparity(c, w, backend="gpu", moves_per_cut=1)
+    e_ref = stereo_energy(c, w, ref, smoothness="truncated_linear")
+    e_got = stereo_energy(c, w, got, smoothness="truncated_linear")
+    assert abs(e_got - e_ref) <= 1e-3 * e_ref

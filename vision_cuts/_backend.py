@@ -16,6 +16,7 @@ from .exceptions import BackendUnavailableError
 
 __all__ = [
     "BACKENDS",
+    "describe_backend",
     "gpu_available",
     "gpu_name",
     "has_cupy",
@@ -77,6 +78,18 @@ def machine_description() -> str:
     except OSError:
         pass
     return f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}"
+
+
+def describe_backend(backend: str = "auto") -> str:
+    """Which device a call with ``backend`` runs on, in words (for status lines).
+
+    ``"GPU: <device name>"`` or ``"CPU: <model>, <n> logical cores"``; raises like
+    :func:`resolve_backend` (``BackendUnavailableError`` for ``"gpu"`` without a
+    device).
+    """
+    if resolve_backend(backend) == "gpu":
+        return f"GPU: {gpu_name()}"
+    return "CPU: " + machine_description().rsplit(", Python", 1)[0]
 
 
 def is_cupy_array(x: Any) -> bool:

@@ -7,7 +7,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["read_pfm", "write_pfm"]
+__all__ = ["read_flo", "read_pfm", "write_flo", "write_pfm"]
+
+#: Tag of a Middlebury ``.flo`` file (the bytes "PIEH" read as a little-endian float).
+FLO_TAG = 202021.25
+#: Middlebury stores unknown flow as 1e10-ish values; anything above this is unknown.
+FLO_UNKNOWN = 1e9
 
 
 def write_pfm(path: str | os.PathLike, image: Any) -> None:
@@ -59,3 +64,55 @@ def read_pfm(path: str | os.PathLike) -> np.ndarray:
         )
     shape = (height, width, 3) if channels == 3 else (height, width)
     return np.flipud(data.reshape(shape)).astype(np.float32)
+
+
+def write_flo(path: str | os.PathLike, flow: Any) -> None:
+    """Write flow as a Middlebury ``.flo`` file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Output file.
+    flow : ndarray, shape (M, N, 2)
+        ``(u, v)`` per pixel, stored as little-endian float32 after the tag 202021.25
+        and the int32 width and height. NaN is written as 1e10 (unknown).
+    """
+    f = np.asarray(flow)
+    if f.ndim != 3 or f.shape[-1] != 2:
+        raise ValueError(f"flow must have shape (M, N, 2), got {f.shape}")
+    if f.dtype.kind not in "fiu":
+        raise TypeError(f"flow must be numeric, got dtype {f.dtype}")
+    data = np.where(np.isnan(f), 1e10, f).astype("<f4")
+    with open(path, "wb") as out:
+        out.write(np.array([FLO_TAG], "<f4").tobytes())
+        out.write(np.array([f.shape[1], f.shape[0]], "<i4").tobytes())
+        out.write(np.ascontiguousarray(data).tobytes())
+
+
+def read_flo(path: str | os.PathLike, *, unknown_as_nan: bool = False) -> np.ndarray:
+    """Read a Middlebury ``.flo`` file into a float32 (M, N, 2) array of ``(u, v)``.
+
+    Unknown flow is stored as huge values (|value| > 1e9, ``FLO_UNKNOWN``); with
+    ``unknown_as_nan=True`` both components of such pixels become NaN.
+    """
+    name = os.fspath(path)
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if len(head) < 12:
+            raise ValueError(f"{name!r} is not a .flo file (only {len(head)} bytes)")
+        tag = float(np.frombuffer(head[:4], "<f4")[0])
+        if tag != FLO_TAG:
+            raise ValueError(
+                f"{name!r} is not a .flo file (tag {tag!r}, expected {FLO_TAG})"
+            )
+        width, height = (int(v) for v in np.frombuffer(head[4:], "<i4"))
+        if width < 0 or height < 0:
+            raise ValueError(f"{name!r}: malformed .flo header ({width} x {height})")
+        count = width * height * 2
+        data = np.frombuffer(f.read(4 * count), dtype="<f4")
+    if data.size != count:
+        raise ValueError(f"{name!r}: expected {count} values, found {data.size}")
+    flow = data.reshape(height, width, 2).astype(np.float32)
+    if unknown_as_nan:
+        flow[(np.abs(flow) > FLO_UNKNOWN).any(axis=-1)] = np.nan
+    return flow

@@ -13,10 +13,12 @@ linear model ``min(|d_p - d_q|, truncation)`` or the linear model ``|d_p - d_q|`
 * ``method="expansion"``: alpha-expansion (Boykov, Veksler and Zabih 2001); each move is
   a binary grid cut with a per-edge (2, 2) table, submodular because ``V`` is a metric.
 * ``method="ishikawa"``: the global minimum for the linear (convex) prior, one 3-D
-  6-connected cut (Ishikawa 2003) built with :func:`vision_cuts.grid_graph`.
+  6-connected cut (Ishikawa 2003) with directed infinite constraint arcs.
 
-Everything here builds arrays with NumPy on the host and calls
-:func:`vision_cuts.maxflow_grid`, which runs on the backend asked for.
+On the CPU backend everything here builds arrays with NumPy and calls
+:func:`vision_cuts.maxflow_grid`. On the GPU backend the cost volume, the weights, the
+expansion loop and the Ishikawa graph stay on the device (``_stereo_gpu.py``,
+``kernels/stereo.cu``; the cuts by :func:`vision_cuts.maxflow_grid` with CuPy inputs).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from ._backend import resolve_backend, to_numpy
-from .grid import grid_energy, grid_graph
+from ._backend import is_cupy_array, resolve_backend, to_numpy
+from .grid import GridEnergy, grid_energy
 from .maxflow import maxflow_grid
 
 __all__ = [
@@ -44,14 +46,44 @@ METHODS = ("expansion", "ishikawa")
 SMOOTHNESS = ("potts", "truncated_linear", "linear")
 
 _INT32_MAX = 2**31 - 1
+#: Default ``moves_per_cut`` of the GPU expansion (measured on tsukuba .. bull, H200).
+GPU_MOVES_PER_CUT = 4
 #: Capacity of the -z arcs of the Ishikawa graph ("infinite"); see _ishikawa.
 _ISHIKAWA_INF = 2**30
 
 
 # --------------------------------------------------------------------------- inputs
-def _check_pair(left: Any, right: Any) -> tuple[np.ndarray, np.ndarray]:
-    left = to_numpy(left)
-    right = to_numpy(right)
+def _xp(backend: str) -> Any:
+    if backend == "gpu":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _to(xp: Any, a: Any) -> Any:
+    """``a`` as an array of the module ``xp`` (NumPy or CuPy)."""
+    if xp is np:
+        return to_numpy(a)
+    return xp.asarray(a)
+
+
+def _same_kind(out: Any, like: Any) -> Any:
+    """``out`` as the array kind of ``like`` (CuPy in, CuPy out; else NumPy)."""
+    if is_cupy_array(like):
+        import cupy
+
+        return cupy.asarray(out)
+    return to_numpy(out)
+
+
+def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
+    """Validate a pair (shapes only, no data read); float32 (M, N, C <= 3) in ``xp``
+    (``xp=None``: validate only, return the inputs)."""
+    if not hasattr(left, "shape"):
+        left = np.asarray(left)
+    if not hasattr(right, "shape"):
+        right = np.asarray(right)
     for name, img in (("left", left), ("right", right)):
         if img.ndim not in (2, 3) or (img.ndim == 3 and img.shape[-1] not in (1, 3, 4)):
             raise ValueError(
@@ -60,13 +92,15 @@ def _check_pair(left: Any, right: Any) -> tuple[np.ndarray, np.ndarray]:
             )
         if img.shape[0] < 1 or img.shape[1] < 2:
             raise ValueError(f"{name} is too small: shape {tuple(img.shape)}")
-    if left.shape != right.shape:
+    if tuple(left.shape) != tuple(right.shape):
         raise ValueError(
             f"left and right must have the same shape and channels, got left "
             f"{tuple(left.shape)} and right {tuple(right.shape)}"
         )
-    left = left.astype(np.float32)
-    right = right.astype(np.float32)
+    if xp is None:
+        return left, right
+    left = _to(xp, left).astype(np.float32)
+    right = _to(xp, right).astype(np.float32)
     if left.ndim == 2:
         left, right = left[..., None], right[..., None]
     return left[..., :3], right[..., :3]
@@ -130,7 +164,8 @@ def stereo_cost_volume(
     ad_truncation: float = 20.0,
     census_weight: float = 1.0,
     window: int = 3,
-) -> np.ndarray:
+    backend: str = "auto",
+) -> Any:
     """Matching costs ``C[d, y, x]`` of left ``(x, y)`` against right ``(x - d, y)``.
 
     ``C = min(mean |I_L - I_R|, ad_truncation) / ad_truncation
@@ -138,13 +173,68 @@ def stereo_cost_volume(
     ``window x window`` neighbourhood (1 = no filtering). Where ``x - d < 0`` the
     right image is clamped to its first column.
 
+    ``backend``: where it is computed (``"gpu"``: ``kernels/stereo.cu``, census radius
+    at most 3; equal to the CPU volume up to the rounding of the box filter's float64
+    sums); the result has the array kind of ``left``.
+
     Returns
     -------
     cost : ndarray of float32, shape (max_disparity + 1, M, N), values in [0, 1 +
         census_weight].
     """
-    left, right = _check_pair(left, right)
-    max_disparity = _check_max_disparity(max_disparity, left.shape[1])
+    which = resolve_backend(backend, left, right)
+    lp, rp = _check_pair(left, right, _xp(which))
+    max_disparity = _check_max_disparity(max_disparity, lp.shape[1])
+    if which == "gpu":
+        cost = _cost_volume_gpu(
+            lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
+        )
+        return _same_kind(cost, left)
+    cost = _cost_volume_cpu(
+        lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
+    )
+    return _same_kind(cost, left)
+
+
+def _check_census_radius(census_radius: Any, backend: str) -> int:
+    from ._stereo_gpu import MAX_CENSUS_RADIUS
+
+    top = MAX_CENSUS_RADIUS if backend == "gpu" else None
+    if (
+        isinstance(census_radius, bool)
+        or not isinstance(census_radius, (int, np.integer))
+        or census_radius < 1
+        or (top is not None and census_radius > top)
+    ):
+        limit = (
+            f"1 <= census_radius <= {top} on the GPU" if top else "census_radius >= 1"
+        )
+        raise ValueError(
+            f"census_radius must be an integer, {limit}; got {census_radius!r}"
+        )
+    return int(census_radius)
+
+
+def _cost_volume_gpu(
+    lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
+):
+    from ._stereo_gpu import cost_volume_gpu
+
+    return cost_volume_gpu(
+        lp,
+        rp,
+        max_disparity,
+        census_radius=_check_census_radius(census_radius, "gpu"),
+        ad_truncation=float(ad_truncation),
+        census_weight=float(census_weight),
+        window=int(window),
+    )
+
+
+def _cost_volume_cpu(
+    left, right, max_disparity, census_radius, ad_truncation, census_weight, window
+):
+    census_radius = _check_census_radius(census_radius, "cpu")
     m, n = left.shape[:2]
     ndisp = max_disparity + 1
     cl = _census(left.mean(axis=-1), census_radius)
@@ -169,15 +259,17 @@ def stereo_weights(
     """Contrast-sensitive pair weights (2, M, N) as float: ``ratio * smoothness`` across
     edges whose max channel difference is below ``threshold``, else ``smoothness``
     (Boykov, Veksler and Zabih 2001). Plane 0 couples p with +x, plane 1 with +y."""
-    img = to_numpy(left).astype(np.float32)
+    xp = _xp("gpu" if is_cupy_array(left) else "cpu")
+    img = _to(xp, left).astype(np.float32)
     if img.ndim == 2:
         img = img[..., None]
     m, n = img.shape[:2]
-    w = np.zeros((2, m, n), dtype=np.float32)
-    dx = np.abs(np.diff(img, axis=1)).max(axis=-1)
-    dy = np.abs(np.diff(img, axis=0)).max(axis=-1)
-    w[0, :, :-1] = np.where(dx < threshold, ratio, 1.0) * smoothness
-    w[1, :-1, :] = np.where(dy < threshold, ratio, 1.0) * smoothness
+    w = xp.zeros((2, m, n), dtype=np.float32)
+    dx = xp.abs(xp.diff(img, axis=1)).max(axis=-1)
+    dy = xp.abs(xp.diff(img, axis=0)).max(axis=-1)
+    strong, weak = np.float64(ratio * smoothness), np.float64(smoothness)
+    w[0, :, :-1] = xp.where(dx < threshold, strong, weak)
+    w[1, :-1, :] = xp.where(dy < threshold, strong, weak)
     return w
 
 
@@ -204,9 +296,9 @@ def stereo_energy(
     ``cost`` (D, M, N) and ``weights`` (2, M, N) integers, ``disparity`` (M, N) integer
     labels in ``[0, D)``; ``smoothness`` as in :func:`solve_disparity`.
     """
-    c = np.asarray(cost, dtype=np.int64)
-    w = np.asarray(weights, dtype=np.int64)
-    d = np.asarray(disparity).astype(np.int64)
+    c = to_numpy(cost).astype(np.int64)
+    w = to_numpy(weights).astype(np.int64)
+    d = to_numpy(disparity).astype(np.int64)
     data = np.take_along_axis(c, d[None], axis=0).sum()
     vx = _vmat(d[:, :-1], d[:, 1:], smoothness, truncation)
     vy = _vmat(d[:-1, :], d[1:, :], smoothness, truncation)
@@ -214,6 +306,39 @@ def stereo_energy(
 
 
 # ------------------------------------------------------------------------- solvers
+def _move_energy(
+    cost: np.ndarray,
+    w: np.ndarray,
+    labels: np.ndarray,
+    alpha: int,
+    kind: str,
+    trunc: int,
+) -> GridEnergy:
+    """The binary energy of the expansion move of ``alpha`` from ``labels`` (CPU):
+    ``x_p = 1`` takes ``alpha``, ``x_p = 0`` keeps ``labels[p]``."""
+    m, n = labels.shape
+    rows = np.arange(m)[:, None]
+    cols = np.arange(n)[None, :]
+    a = np.full_like(labels, alpha)
+    unary = np.empty((m, n, 2), dtype=np.int64)
+    unary[..., 0] = cost[labels, rows, cols]
+    unary[..., 1] = cost[alpha]
+    pw = np.zeros((2, m, n, 2, 2), dtype=np.int64)
+    # +x pairs: p = [:, :-1], q = [:, 1:];  +y: p = [:-1], q = [1:]
+    for k, (sp, sq) in enumerate(
+        (
+            ((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
+            ((slice(None, -1), slice(None)), (slice(1, None), slice(None))),
+        )
+    ):
+        fp, fq = labels[sp], labels[sq]
+        wk = w[k][sp]
+        pw[k][sp + (0, 0)] = wk * _vmat(fp, fq, kind, trunc)
+        pw[k][sp + (0, 1)] = wk * _vmat(fp, a[sq], kind, trunc)
+        pw[k][sp + (1, 0)] = wk * _vmat(a[sp], fq, kind, trunc)
+    return grid_energy(unary.astype(np.int32), pw.astype(np.int32))
+
+
 def _expansion(
     cost: np.ndarray,
     w: np.ndarray,
@@ -223,51 +348,65 @@ def _expansion(
     backend: str,
     init: np.ndarray | None = None,
     callback: Any = None,
+    tol: float = 0.0,
 ) -> np.ndarray:
+    """Alpha-expansion on the host, one move at a time (the reference loop)."""
     ndisp, m, n = cost.shape
     cost = cost.astype(np.int64)
     labels = (np.argmin(cost, axis=0) if init is None else init).astype(np.int64)
     energy = stereo_energy(cost, w, labels, smoothness=kind, truncation=trunc)
-    rows = np.arange(m)[:, None]
-    cols = np.arange(n)[None, :]
     for cycle in range(max_cycles):
-        improved = False
+        start = energy
         for alpha in range(ndisp):
             if callback is not None and alpha:
                 callback(cycle * ndisp + alpha, max_cycles * ndisp)
-            a = np.full_like(labels, alpha)
-            unary = np.empty((m, n, 2), dtype=np.int64)
-            unary[..., 0] = cost[labels, rows, cols]
-            unary[..., 1] = cost[alpha]
-            pw = np.zeros((2, m, n, 2, 2), dtype=np.int64)
-            # +x pairs: p = [:, :-1], q = [:, 1:];  +y: p = [:-1], q = [1:]
-            for k, (sp, sq) in enumerate(
-                (
-                    ((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
-                    ((slice(None, -1), slice(None)), (slice(1, None), slice(None))),
-                )
-            ):
-                fp, fq = labels[sp], labels[sq]
-                wk = w[k][sp]
-                pw[k][sp + (0, 0)] = wk * _vmat(fp, fq, kind, trunc)
-                pw[k][sp + (0, 1)] = wk * _vmat(fp, a[sq], kind, trunc)
-                pw[k][sp + (1, 0)] = wk * _vmat(a[sp], fq, kind, trunc)
-            e = grid_energy(unary.astype(np.int32), pw.astype(np.int32))
+            e = _move_energy(cost, w, labels, alpha, kind, trunc)
             cut = maxflow_grid(e, backend=backend)
             move = to_numpy(cut.labels).astype(bool)
             proposal = np.where(move, alpha, labels)
             new = stereo_energy(cost, w, proposal, smoothness=kind, truncation=trunc)
             if new < energy:
                 labels, energy = proposal, new
-                improved = True
-        if not improved:
+        if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
             break
     if callback is not None:
         callback(max_cycles * ndisp, max_cycles * ndisp)
     return labels
 
 
-def _ishikawa(cost: np.ndarray, w: np.ndarray, backend: str) -> np.ndarray:
+def _expansion_moves(
+    cost: Any,
+    w: Any,
+    kind: str,
+    trunc: int,
+    max_cycles: int,
+    backend: str,
+    moves_per_cut: int,
+    init: Any = None,
+    callback: Any = None,
+    tol: float = 0.0,
+    stats: dict | None = None,
+) -> Any:
+    """Alpha-expansion through :func:`_stereo_gpu.expansion_loop`: on the device for
+    ``backend="gpu"`` (CuPy arrays in and out), with NumPy for ``"cpu"``."""
+    from ._stereo_gpu import DeviceMoves, HostMoves, expansion_loop, label_groups
+
+    xp = _xp(backend)
+    ndisp = int(cost.shape[0])
+    groups = label_groups(ndisp, moves_per_cut)
+    moves = (DeviceMoves if backend == "gpu" else HostMoves)(
+        cost, w, kind, trunc, groups
+    )
+    if init is None:
+        labels = xp.argmin(moves.cost, axis=0).astype(np.int32)
+    else:
+        labels = xp.ascontiguousarray(_to(xp, init), dtype=np.int32)
+    return expansion_loop(
+        moves, labels, max_cycles=max_cycles, tol=tol, callback=callback, stats=stats
+    )
+
+
+def _ishikawa(cost: Any, w: Any, backend: str) -> Any:
     """Exact minimum for the linear prior: one cut of a (D-1, M, N) 6-connected grid.
 
     Node ``(k, p)`` on the source side means ``d_p > k``; the disparity is the count of
@@ -275,12 +414,16 @@ def _ishikawa(cost: np.ndarray, w: np.ndarray, backend: str) -> np.ndarray:
     (source -> (0, p): C[0]; (k, p) -> (k+1, p): C[k+1]; (D-2, p) -> sink: C[D-1]), the
     -z arcs are "infinite" so every column is cut exactly once, and both arcs between
     ``(k, p)`` and ``(k, q)`` carry ``w_pq``, so the cut pays ``w_pq |d_p - d_q|``.
+    Built with the array module of the backend (on the device for ``"gpu"``: CuPy in,
+    CuPy out).
     """
-    ndisp, m, n = cost.shape
-    c = cost.astype(np.int64)
+    xp = _xp(backend)
+    ndisp, m, n = (int(v) for v in cost.shape)
+    c = _to(xp, cost).astype(np.int64)
+    w = _to(xp, w)
     c = c - c.min(axis=0, keepdims=True)  # non-negative; the argmin is unchanged
     if ndisp == 1:
-        return np.zeros((m, n), dtype=np.int64)
+        return xp.zeros((m, n), dtype=np.int64)
     layers = ndisp - 1
     # A valid cut (d = 0 everywhere) costs sum C[0] (no pairwise term); the min cut is
     # never dearer, so it cuts no -z arc as long as that bound is below the "infinity".
@@ -290,20 +433,47 @@ def _ishikawa(cost: np.ndarray, w: np.ndarray, backend: str) -> np.ndarray:
             "cost is too large for the Ishikawa graph in int32 (sum of cost[0] = "
             f"{bound} >= {_ISHIKAWA_INF}); lower the cost scale"
         )
-    source = np.zeros((layers, m, n), dtype=np.int32)
-    sink = np.zeros((layers, m, n), dtype=np.int32)
+    source = xp.zeros((layers, m, n), dtype=np.int32)
+    sink = xp.zeros((layers, m, n), dtype=np.int32)
     source[0] = c[0]
     sink[-1] = c[-1]
-    edges = np.zeros((6, layers, m, n), dtype=np.int32)
+    edges = xp.zeros((6, layers, m, n), dtype=np.int32)
     edges[0] = w[0][None]  # +x
     edges[1, :, :, 1:] = w[0][None, :, :-1]  # -x: q -> p, q = p + e_x
     edges[2] = w[1][None]  # +y
     edges[3, :, 1:, :] = w[1][None, :-1, :]  # -y
     edges[4, :-1] = c[1:-1]  # +z: (k, p) -> (k+1, p) carries C[k+1]
     edges[5, 1:] = _ISHIKAWA_INF  # -z: (k+1, p) -> (k, p)
-    cut = maxflow_grid(grid_graph(source, sink, edges), backend=backend)
-    sink_side = to_numpy(cut.labels).astype(bool)
+    # the last column / row of the +x / +y planes holds weights without a neighbour
+    edges[0, :, :, -1] = 0
+    edges[2, :, -1, :] = 0
+    graph = GridEnergy._trusted(source, sink, edges, 0)
+    cut = maxflow_grid(graph, backend=backend)
+    sink_side = cut.labels.astype(bool)
     return (~sink_side).sum(axis=0).astype(np.int64)
+
+
+def _check_solver_inputs(c: Any, w: Any, kind: str, trunc: int, xp: Any) -> None:
+    if c.ndim != 3 or tuple(w.shape) != (2, *c.shape[1:]):
+        raise ValueError(
+            f"cost must be (D, M, N) and weights (2, M, N), got {tuple(c.shape)} and "
+            f"{tuple(w.shape)}"
+        )
+    if c.dtype.kind not in "iu" or w.dtype.kind not in "iu":
+        raise TypeError("cost and weights must be integer arrays; quantise them first")
+    if w.size and int(w.min()) < 0:
+        raise ValueError("weights must be non-negative")
+    if c.size:
+        # every capacity of a move graph is at most the cost range plus the four pair
+        # terms of a node (int32 on both backends)
+        vmax = {"potts": 1, "truncated_linear": trunc, "linear": c.shape[0] - 1}[kind]
+        span = int(c.max()) - min(int(c.min()), 0)
+        top = span + 4 * (int(w.max()) if w.size else 0) * vmax
+        if top > _INT32_MAX:
+            raise ValueError(
+                f"cost and weights are too large for int32 move graphs (cost range + 4 "
+                f"* max weight * max V = {top} > {_INT32_MAX}); lower the cost scale"
+            )
 
 
 def solve_disparity(
@@ -314,9 +484,12 @@ def solve_disparity(
     smoothness: str | None = None,
     truncation: int = 2,
     max_cycles: int = 5,
+    tol: float = 0.0,
     backend: str = "auto",
     callback: Any = None,
-) -> np.ndarray:
+    moves_per_cut: int | None = None,
+    stats: dict | None = None,
+) -> Any:
     """Minimise the stereo energy of an integer cost volume over labels ``0 .. D-1``.
 
     Parameters
@@ -333,36 +506,89 @@ def solve_disparity(
         ``T`` of ``min(|d_p - d_q|, T)``.
     max_cycles : int
         Cap on expansion cycles (each cycle tries every label once).
+    tol : float
+        Expansion stops after a cycle that lowered the energy by at most ``tol`` times
+        the energy before it (0: only when a cycle changes nothing, a local minimum).
     backend : {"auto", "cpu", "gpu"}
+        Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
+        ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
+        CPU (``VISION_CUTS_BACKEND`` overrides it). On the GPU the whole loop stays on
+        the device.
+    callback : callable, optional
+        Progress, ``callback(done, total)``.
 
     Returns
     -------
-    labels : ndarray of int64, shape (M, N)
+    labels : ndarray of int, shape (M, N)
+        The array kind of ``cost`` (CuPy in, CuPy out).
+
+    Other Parameters
+    ----------------
+    moves_per_cut : int, optional
+        Expansion moves built from one labelling and cut together as one stacked grid
+        (``_stereo_gpu.expansion_loop``); each is applied only if it lowers the energy.
+        1 = the plain sequential algorithm (the default on the CPU). Default on the GPU:
+        4 (:data:`GPU_MOVES_PER_CUT`), where one cut of four stacked moves costs about
+        2.3 times one move's cut (benchmarks/eval_stereo.py).
+    stats : dict, optional
+        Receives ``cycles``, ``cuts``, ``moves`` and ``energies`` (loop with
+        ``backend="gpu"`` or ``moves_per_cut > 1``).
     """
     method = _check_method(method)
     kind = _check_smoothness(smoothness, method)
     backend = resolve_backend(backend, cost, weights)
-    c = to_numpy(cost)
-    w = to_numpy(weights)
-    if c.ndim != 3 or w.shape != (2, *c.shape[1:]):
-        raise ValueError(
-            f"cost must be (D, M, N) and weights (2, M, N), got {tuple(c.shape)} and "
-            f"{tuple(w.shape)}"
-        )
-    if not (np.issubdtype(c.dtype, np.integer) and np.issubdtype(w.dtype, np.integer)):
-        raise TypeError("cost and weights must be integer arrays; quantise them first")
-    if w.min() < 0:
-        raise ValueError("weights must be non-negative")
+    xp = _xp(backend)
+    if not (hasattr(cost, "shape") and hasattr(weights, "shape")):
+        raise TypeError("cost and weights must be arrays")
+    if isinstance(truncation, bool) or not isinstance(truncation, (int, np.integer)):
+        raise TypeError(f"truncation must be an integer, got {truncation!r}")
     if truncation < 1:
         raise ValueError(f"truncation must be >= 1, got {truncation}")
+    if moves_per_cut is None:
+        moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
+    if (
+        isinstance(moves_per_cut, bool)
+        or not isinstance(moves_per_cut, (int, np.integer))
+        or moves_per_cut < 1
+    ):
+        raise ValueError(
+            f"moves_per_cut must be an integer >= 1, got {moves_per_cut!r}"
+        )
+    if not tol >= 0:
+        raise ValueError(f"tol must be >= 0, got {tol!r}")
+    c = _to(xp, cost)
+    w = _to(xp, weights)
+    _check_solver_inputs(c, w, kind, int(truncation), xp)
     if method == "ishikawa":
         labels = _ishikawa(c, w, backend)
         if callback is not None:
             callback(1, 1)
-        return labels
-    return _expansion(
-        c, w, kind, int(truncation), int(max_cycles), backend, callback=callback
-    )
+        return _same_kind(labels, cost)
+    if backend == "cpu" and moves_per_cut == 1 and stats is None:
+        labels = _expansion(
+            c,
+            w,
+            kind,
+            int(truncation),
+            int(max_cycles),
+            backend,
+            callback=callback,
+            tol=float(tol),
+        )
+    else:
+        labels = _expansion_moves(
+            c,
+            w,
+            kind,
+            int(truncation),
+            int(max_cycles),
+            backend,
+            int(moves_per_cut),
+            callback=callback,
+            tol=float(tol),
+            stats=stats,
+        )
+    return _same_kind(labels, cost)
 
 
 # ---------------------------------------------------------------------- front door
@@ -377,11 +603,13 @@ def stereo_disparity(
     lam: float | None = None,
     truncation: int = 2,
     max_cycles: int = 5,
+    tol: float = 1e-3,
     cost_scale: float = 100.0,
     census_radius: int = 2,
     window: int = 3,
     callback: Any = None,
-) -> np.ndarray:
+    moves_per_cut: int | None = None,
+) -> Any:
     """Dense disparity of the left view by graph cuts.
 
     Parameters
@@ -397,8 +625,10 @@ def stereo_disparity(
     smoothness : {"potts", "truncated_linear", "linear"}, optional
         The prior ``V``; default truncated linear (expansion) / linear (Ishikawa).
     backend : {"auto", "cpu", "gpu"}
-        Where the cuts run (:func:`vision_cuts.maxflow_grid`); the cost volume is built
-        on the CPU.
+        Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
+        ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
+        CPU (``VISION_CUTS_BACKEND`` overrides it). On the GPU the cost volume, the
+        weights and the expansion loop (or the Ishikawa graph) stay on the device.
     lam : float, optional
         Smoothness strength relative to the data cost (a cost of 1 = a fully
         mismatched census + colour). Default 0.2 (expansion), 0.05 (Ishikawa).
@@ -406,10 +636,15 @@ def stereo_disparity(
         ``T`` of the truncated linear prior.
     max_cycles : int
         Cap on expansion cycles.
+    tol : float
+        Stop expansion after a cycle that lowered the energy by at most ``tol`` times
+        the energy before it (default 0.001; 0 = run to a local minimum with respect
+        to expansion moves, or to ``max_cycles``).
     cost_scale : float
         Costs and weights are quantised to ``round(value * cost_scale)`` (int32).
     census_radius, window : int
-        Cost-volume parameters (:func:`stereo_cost_volume`).
+        Cost-volume parameters (:func:`stereo_cost_volume`; census radius at most 3 on
+        the GPU).
     callback : callable, optional
         Progress: called as ``callback(done, total)`` after each move (expansion) or
         the cut (Ishikawa); ``done == total`` at the end.
@@ -417,25 +652,43 @@ def stereo_disparity(
     Returns
     -------
     disparity : ndarray of float32, shape (M, N)
+        The array kind of ``left`` (CuPy in, CuPy out, with no host round trip).
+
+    Other Parameters
+    ----------------
+    moves_per_cut : int, optional
+        Expansion moves cut together as one stacked grid (see
+        :func:`solve_disparity`); 1 = the plain sequential algorithm. Default: 1 on
+        the CPU, 4 on the GPU.
 
     Raises
     ------
     ValueError
         Images of different shapes / channels, ``max_disparity`` outside ``(0, N)``,
         unknown ``method`` or ``smoothness``.
+    BackendUnavailableError
+        ``backend="gpu"`` without a usable device.
     """
     method = _check_method(method)
     kind = _check_smoothness(smoothness, method)
-    lp, rp = _check_pair(left, right)
-    max_disparity = _check_max_disparity(max_disparity, lp.shape[1])
+    first, _ = _check_pair(left, right, None)  # shapes only, before any copy
+    width = int(first.shape[1])
+    max_disparity = _check_max_disparity(max_disparity, width)
     backend = resolve_backend(backend, left, right)
+    xp = _xp(backend)
+    lp, rp = _check_pair(left, right, xp)
     if lam is None:
         lam = 0.2 if method == "expansion" else 0.05
     cost = stereo_cost_volume(
-        lp, rp, max_disparity, census_radius=census_radius, window=window
+        lp,
+        rp,
+        max_disparity,
+        census_radius=census_radius,
+        window=window,
+        backend=backend,
     )
-    c = np.rint(cost * cost_scale).astype(np.int32)
-    w = np.rint(stereo_weights(lp, smoothness=lam) * cost_scale).astype(np.int32)
+    c = xp.rint(cost * cost_scale).astype(np.int32)
+    w = xp.rint(stereo_weights(lp, smoothness=lam) * cost_scale).astype(np.int32)
     labels = solve_disparity(
         c,
         w,
@@ -443,7 +696,9 @@ def stereo_disparity(
         smoothness=kind,
         truncation=truncation,
         max_cycles=max_cycles,
+        tol=tol,
         callback=callback,
         backend=backend,
+        moves_per_cut=moves_per_cut,
     )
-    return labels.astype(np.float32)
+    return _same_kind(labels.astype(np.float32), left)

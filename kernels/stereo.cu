@@ -1,0 +1,213 @@
+// stereo.cu: the stereo front end's device work (vision_cuts/_stereo_gpu.py).
+//
+// Cost volume (stereo_cost_volume on the GPU):
+//   stereo_census    one thread a pixel: census code of a (2R+1)^2 window of the grey
+//                    image (channel mean), edge-clamped, bit = neighbour < centre.
+//   stereo_raw_cost  one thread a (d, y, x): min(mean |L - R|, T) / T + census_weight
+//                    * hamming / K against right (max(x - d, 0), y), as double.
+//   stereo_box       one thread a (d, y, x): mean over a W x W window (edge-clamped,
+//                    scipy.ndimage.uniform_filter's origin), rounded to float.
+// Alpha-expansion moves (the loop stays on the device):
+//   stereo_move      one thread a node of B stacked move graphs: grid (B * M, N), layer
+//                    b is the expansion move of label alphas[b] from `labels`; writes
+//                    source, sink (normalised to min(s, t) = 0) and the four arc planes
+//                    (+x, -x, +y, -y, C order; no arc between two layers).
+//   stereo_energy    E(d) of d = (cut[b] ? alphas[b] : labels), or of `labels` when
+//                    use_cut = 0; block sums atomically added to *energy (int64).
+//   stereo_accept    labels = alphas[b] where cut[b], if *e_new < *e_cur.
+//   stereo_commit    one thread: *e_cur = min(*e_cur, *e_new); *e_new = 0.
+// Layouts: images (M, N, C) float32 C order; codes (M, N) uint64; cost (D, M, N) C
+// order; weights (2, M, N) int32 (plane 0 couples p with p + x, plane 1 with p + y);
+// labels (M, N) int32; cut (B * M, N) uint8 (1 = sink side = take alphas[b]).
+// Indices are int: Python checks that D * M * N and 4 * B * M * N stay below 2**31.
+// Smoothness kinds: 0 Potts [a != b], 1 truncated linear min(|a - b|, T), 2 linear.
+// 1-D launches of any block size (stereo_energy: a multiple of 32, at most 1024).
+
+extern "C" __global__ void stereo_census(const float* __restrict__ img,
+                                         unsigned long long* __restrict__ code, int m,
+                                         int n, int c, int radius) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m * n) return;
+    int y = i / n, x = i - y * n;
+    // grey = channel mean, summed in channel order and divided (as NumPy's float32 mean)
+    float centre = 0.0f;
+    for (int k = 0; k < c; ++k) centre += img[i * c + k];
+    centre = centre / (float)c;
+    unsigned long long bits = 0ull;
+    int bit = 0;
+    for (int dy = -radius; dy <= radius; ++dy) {
+        int yy = min(max(y + dy, 0), m - 1);
+        for (int dx = -radius; dx <= radius; ++dx) {
+            if (dy == 0 && dx == 0) continue;
+            int xx = min(max(x + dx, 0), n - 1);
+            int j = yy * n + xx;
+            float g = 0.0f;
+            for (int k = 0; k < c; ++k) g += img[j * c + k];
+            g = g / (float)c;
+            if (g < centre) bits |= 1ull << bit;
+            ++bit;
+        }
+    }
+    code[i] = bits;
+}
+
+extern "C" __global__ void stereo_raw_cost(const float* __restrict__ left,
+                                           const float* __restrict__ right,
+                                           const unsigned long long* __restrict__ cl,
+                                           const unsigned long long* __restrict__ cr,
+                                           double* __restrict__ out, int ndisp, int m,
+                                           int n, int c, float ad_trunc,
+                                           double census_weight, int nbits) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int mn = m * n;
+    if (i >= ndisp * mn) return;
+    int d = i / mn;
+    int p = i - d * mn;
+    int y = p / n, x = p - y * n;
+    int q = y * n + max(x - d, 0);
+    float ad = 0.0f;
+    for (int k = 0; k < c; ++k) ad += fabsf(left[p * c + k] - right[q * c + k]);
+    ad = ad / (float)c;
+    float colour = fminf(ad, ad_trunc) / ad_trunc;
+    double v = (double)colour;
+    if (census_weight != 0.0) {
+        int ham = __popcll(cl[p] ^ cr[q]);
+        v += census_weight * (double)ham / (double)nbits;
+    }
+    out[i] = v;
+}
+
+extern "C" __global__ void stereo_box(const double* __restrict__ in,
+                                      float* __restrict__ out, int ndisp, int m, int n,
+                                      int window) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int mn = m * n;
+    if (i >= ndisp * mn) return;
+    int d = i / mn;
+    int p = i - d * mn;
+    int y = p / n, x = p - y * n;
+    int lo = -(window / 2), hi = window - 1 - window / 2;
+    const double* plane = in + (long long)d * mn;
+    double s = 0.0;
+    for (int dy = lo; dy <= hi; ++dy) {
+        int yy = min(max(y + dy, 0), m - 1);
+        for (int dx = lo; dx <= hi; ++dx) {
+            int xx = min(max(x + dx, 0), n - 1);
+            s += plane[yy * n + xx];
+        }
+    }
+    out[i] = (float)(s / (double)(window * window));
+}
+
+__device__ __forceinline__ long long stereo_v(int a, int b, int kind, int trunc) {
+    int diff = a > b ? a - b : b - a;
+    if (kind == 0) return diff != 0;
+    if (kind == 1) return min(diff, trunc);
+    return diff;
+}
+
+extern "C" __global__ void stereo_move(const int* __restrict__ cost,
+                                       const int* __restrict__ w,
+                                       const int* __restrict__ labels,
+                                       const int* __restrict__ alphas,
+                                       int* __restrict__ source, int* __restrict__ sink,
+                                       int* __restrict__ edges, int nlayers, int m, int n,
+                                       int kind, int trunc) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int mn = m * n;
+    int total = nlayers * mn;
+    if (i >= total) return;
+    int b = i / mn;
+    int p = i - b * mn;
+    int y = p / n, x = p - y * n;
+    int a = alphas[b];
+    int f = labels[p];
+    // x_p = 0 keeps f, x_p = 1 takes a; the pair (p, q = p + e) costs
+    // w * [[V(f_p, f_q), V(f_p, a)], [V(a, f_q), 0]] = [[A, B], [C, 0]]:
+    // tail p: source += max(C - A, 0), sink += max(A - C, 0); head q: sink += C;
+    // arc p -> q: B + C - A (>= 0: V is a metric)
+    long long s = cost[(long long)a * mn + p];
+    long long t = cost[(long long)f * mn + p];
+    long long lam_x = 0, lam_y = 0;
+    if (x + 1 < n) {  // tail of (p, p + x)
+        int fq = labels[p + 1];
+        long long wk = w[p];
+        long long A = wk * stereo_v(f, fq, kind, trunc);
+        long long B = wk * stereo_v(f, a, kind, trunc);
+        long long C = wk * stereo_v(a, fq, kind, trunc);
+        s += max(C - A, 0ll);
+        t += max(A - C, 0ll);
+        lam_x = B + C - A;
+    }
+    if (y + 1 < m) {  // tail of (p, p + y)
+        int fq = labels[p + n];
+        long long wk = w[mn + p];
+        long long A = wk * stereo_v(f, fq, kind, trunc);
+        long long B = wk * stereo_v(f, a, kind, trunc);
+        long long C = wk * stereo_v(a, fq, kind, trunc);
+        s += max(C - A, 0ll);
+        t += max(A - C, 0ll);
+        lam_y = B + C - A;
+    }
+    if (x > 0) {  // head of (p - x, p): C = w V(a, f_p)
+        t += (long long)w[p - 1] * stereo_v(a, f, kind, trunc);
+    }
+    if (y > 0) {  // head of (p - y, p)
+        t += (long long)w[mn + p - n] * stereo_v(a, f, kind, trunc);
+    }
+    long long lo = min(s, t);
+    source[i] = (int)(s - lo);
+    sink[i] = (int)(t - lo);
+    edges[i] = (int)lam_x;              // +x
+    edges[total + i] = 0;               // -x
+    edges[2 * total + i] = (int)lam_y;  // +y (zero on a layer's last row)
+    edges[3 * total + i] = 0;           // -y
+}
+
+extern "C" __global__ void stereo_energy(const int* __restrict__ cost,
+                                         const int* __restrict__ w,
+                                         const int* __restrict__ labels,
+                                         const unsigned char* __restrict__ cut,
+                                         const int* __restrict__ alphas, int layer,
+                                         int use_cut, unsigned long long* energy, int m,
+                                         int n, int kind, int trunc) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int mn = m * n;
+    long long e = 0;
+    if (i < mn) {
+        int y = i / n, x = i - y * n;
+        int a = use_cut ? alphas[layer] : 0;
+        const unsigned char* cl = cut + (long long)layer * mn;
+        int d = (use_cut && cl[i]) ? a : labels[i];
+        e = cost[(long long)d * mn + i];
+        if (x + 1 < n) {
+            int dq = (use_cut && cl[i + 1]) ? a : labels[i + 1];
+            e += (long long)w[i] * stereo_v(d, dq, kind, trunc);
+        }
+        if (y + 1 < m) {
+            int dq = (use_cut && cl[i + n]) ? a : labels[i + n];
+            e += (long long)w[mn + i] * stereo_v(d, dq, kind, trunc);
+        }
+    }
+    // block sum: warp shuffles, then one atomic per warp (two's complement: a signed
+    // sum through unsigned atomics is exact)
+    for (int off = 16; off > 0; off >>= 1) e += __shfl_down_sync(0xffffffffu, e, off);
+    if ((threadIdx.x & 31) == 0 && e != 0) atomicAdd(energy, (unsigned long long)e);
+}
+
+extern "C" __global__ void stereo_accept(int* __restrict__ labels,
+                                         const unsigned char* __restrict__ cut,
+                                         const int* __restrict__ alphas, int layer,
+                                         const long long* e_new, const long long* e_cur,
+                                         int mn) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= mn) return;
+    if (*e_new < *e_cur && cut[(long long)layer * mn + i]) labels[i] = alphas[layer];
+}
+
+extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (*e_new < *e_cur) *e_cur = *e_new;
+        *e_new = 0;
+    }
+}

@@ -1,0 +1,402 @@
+"""Stereo on the GPU: cost volume and the alpha-expansion loop on the device (CuPy).
+
+The kernels are in ``kernels/stereo.cu``. :func:`cost_volume_gpu` computes the same
+volume as :func:`vision_cuts.stereo.stereo_cost_volume` (census codes, truncated colour
+differences, the box filter) without leaving the device.
+
+The expansion loop (:func:`expansion_loop`) is written against a small "moves" interface
+with two implementations that compute the same arrays and decisions:
+
+* :class:`DeviceMoves`: CuPy and the ``stereo_*`` kernels. Per move group: one kernel
+  builds the capacities of the move graphs (source, sink, four arc planes) straight from
+  the cost volume, the weights and the current labels; :func:`vision_cuts.maxflow_grid`
+  cuts them with CuPy inputs (no host copy); per move one kernel sums the energy of the
+  proposal into a device scalar, one updates the labels if it is strictly lower than the
+  current energy, one commits it. The host reads one int64 a cycle (the energy, for the
+  stopping rule) and nothing else.
+* :class:`HostMoves`: the same steps with NumPy; the specification of the kernels, run
+  by the CPU tests and by ``backend="cpu"`` with ``moves_per_cut > 1``.
+
+Several moves per cut (``moves_per_cut = B > 1``): the B moves of a group of labels are
+built from the same labelling, stacked as one (B * M, N) grid with no arc between the
+layers and cut together; they are then applied one after the other, each one checked
+against the current energy (a move built from an older labelling is a fusion proposal:
+kept only if it lowers the energy). The first move of each group is an exact expansion
+move. A cycle in which no move is accepted means every move was exact and none
+improved: the result is a local minimum with respect to expansion moves, as with B = 1.
+
+References
+----------
+Y. Boykov, O. Veksler and R. Zabih, "Fast approximate energy minimization via graph
+cuts", IEEE TPAMI 23(11), 2001; V. Kolmogorov and R. Zabih, "What energy functions can
+be minimized via graph cuts?", IEEE TPAMI 26(2), 2004.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._kernels import get_kernel, get_module
+from .grid import GridEnergy
+from .maxflow import maxflow_grid
+
+__all__ = [
+    "DeviceMoves",
+    "HostMoves",
+    "KINDS",
+    "MAX_CENSUS_RADIUS",
+    "cost_volume_gpu",
+    "expansion_loop",
+    "label_groups",
+]
+
+KINDS = {"potts": 0, "truncated_linear": 1, "linear": 2}
+MAX_CENSUS_RADIUS = 3  # census codes are 64-bit: (2R + 1)^2 - 1 <= 64 bits
+_BLOCK = 256
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _grid(n: int) -> tuple:
+    return (max(1, -(-n // _BLOCK)),)
+
+
+def _module() -> Any:
+    return get_module("stereo.cu")
+
+
+# ---------------------------------------------------------------------- cost volume
+def cost_volume_gpu(
+    left: Any,
+    right: Any,
+    max_disparity: int,
+    *,
+    census_radius: int,
+    ad_truncation: float,
+    census_weight: float,
+    window: int,
+) -> Any:
+    """The cost volume of :func:`vision_cuts.stereo.stereo_cost_volume` on the device.
+
+    ``left``, ``right``: CuPy float32 (M, N, C) images, C <= 3 (validated by the
+    caller). Returns a CuPy float32 (D, M, N) array, D = ``max_disparity + 1``; equal to
+    the CPU volume up to the rounding of the box filter's float64 sums.
+    """
+    import cupy
+
+    left = cupy.ascontiguousarray(left, dtype=cupy.float32)
+    right = cupy.ascontiguousarray(right, dtype=cupy.float32)
+    m, n, c = (int(v) for v in left.shape)
+    ndisp = int(max_disparity) + 1
+    if ndisp * m * n > _INT32_MAX:
+        raise ValueError(
+            f"the cost volume has {ndisp * m * n} entries; the GPU kernels index at "
+            f"most {_INT32_MAX}"
+        )
+    mod = _module()
+    census = get_kernel(mod, "stereo_census")
+    codes = []
+    for img in (left, right):
+        code = cupy.empty((m, n), dtype=cupy.uint64)
+        census(
+            _grid(m * n),
+            (_BLOCK,),
+            (img, code, np.int32(m), np.int32(n), np.int32(c), np.int32(census_radius)),
+        )
+        codes.append(code)
+    nbits = (2 * census_radius + 1) ** 2 - 1
+    raw = cupy.empty((ndisp, m, n), dtype=cupy.float64)
+    get_kernel(mod, "stereo_raw_cost")(
+        _grid(raw.size),
+        (_BLOCK,),
+        (
+            left,
+            right,
+            codes[0],
+            codes[1],
+            raw,
+            np.int32(ndisp),
+            np.int32(m),
+            np.int32(n),
+            np.int32(c),
+            np.float32(ad_truncation),
+            np.float64(census_weight),
+            np.int32(max(nbits, 1)),
+        ),
+    )
+    out = cupy.empty((ndisp, m, n), dtype=cupy.float32)
+    get_kernel(mod, "stereo_box")(
+        _grid(out.size),
+        (_BLOCK,),
+        (raw, out, np.int32(ndisp), np.int32(m), np.int32(n), np.int32(max(window, 1))),
+    )
+    return out
+
+
+# --------------------------------------------------------------------- move groups
+def label_groups(ndisp: int, per_cut: int) -> np.ndarray:
+    """Labels ``0 .. ndisp - 1`` in groups of equal size (one cut each), as an int32
+    (G, B) table: ``G = ceil(ndisp / per_cut)`` groups of ``B = ceil(ndisp / G)``
+    labels, interleaved (group g holds g, g + G, g + 2G, ...: far-apart labels compete
+    for fewer pixels than neighbouring ones); missing entries are filled with the first
+    labels again (all cuts of a cycle have one grid shape, so the solver's buffers are
+    reused). ``per_cut = 1``: one label a group, in order."""
+    per_cut = max(1, min(int(per_cut), ndisp))
+    ngroups = -(-ndisp // per_cut)
+    size = -(-ndisp // ngroups)
+    order = np.arange(ngroups * size) % ndisp
+    return np.ascontiguousarray(order.reshape(size, ngroups).T, dtype=np.int32)
+
+
+def _vmat(a: Any, b: Any, kind: int, trunc: int, xp: Any = np) -> Any:
+    diff = xp.abs(a.astype(np.int64) - b)
+    if kind == 0:
+        return (diff != 0).astype(np.int64)
+    if kind == 1:
+        return xp.minimum(diff, trunc)
+    return diff
+
+
+# ------------------------------------------------------------------- host reference
+class HostMoves:
+    """The move steps in NumPy: the specification of the ``stereo_*`` kernels.
+
+    ``cost`` (D, M, N) and ``w`` (2, M, N) integer arrays; ``labels`` is an int32 (M, N)
+    array updated in place by :meth:`apply`.
+    """
+
+    backend = "cpu"
+
+    def __init__(self, cost: Any, w: Any, kind: str, trunc: int, groups: Any) -> None:
+        self.cost = np.asarray(cost, dtype=np.int64)
+        self.w = np.asarray(w, dtype=np.int64)
+        self.kind = KINDS[kind]
+        self.trunc = int(trunc)
+        self.groups = np.asarray(groups, dtype=np.int32)
+        self.e_cur = _INT64_MAX
+        self.e_new = 0
+
+    def energy(self, d: np.ndarray) -> int:
+        c, w, k, t = self.cost, self.w, self.kind, self.trunc
+        d = d.astype(np.int64)
+        e = np.take_along_axis(c, d[None], axis=0).sum()
+        e += (w[0, :, :-1] * _vmat(d[:, :-1], d[:, 1:], k, t)).sum()
+        e += (w[1, :-1, :] * _vmat(d[:-1, :], d[1:, :], k, t)).sum()
+        return int(e)
+
+    def init(self, labels: np.ndarray) -> None:
+        self.e_cur = self.energy(labels)
+
+    def current_energy(self) -> int:
+        return int(self.e_cur)
+
+    def build(self, labels: np.ndarray, group: int) -> GridEnergy:
+        """The capacities of the group's stacked move graphs, (B * M, N)."""
+        c, w, k, t = self.cost, self.w, self.kind, self.trunc
+        m, n = labels.shape
+        f = labels.astype(np.int64)
+        alphas = self.groups[group]
+        nb = len(alphas)
+        src = np.empty((nb, m, n), np.int64)
+        snk = np.empty((nb, m, n), np.int64)
+        edges = np.zeros((4, nb, m, n), np.int64)
+        for b, a in enumerate(alphas.tolist()):
+            s = c[a].copy()
+            tt = np.take_along_axis(c, f[None], axis=0)[0].copy()
+            av = np.full_like(f, a)
+            for plane, (tail, head) in (
+                (0, ((slice(None), slice(None, -1)), (slice(None), slice(1, None)))),
+                (2, ((slice(None, -1), slice(None)), (slice(1, None), slice(None)))),
+            ):
+                wk = w[plane // 2][tail]
+                big_a = wk * _vmat(f[tail], f[head], k, t)
+                big_b = wk * _vmat(f[tail], av[tail], k, t)
+                big_c = wk * _vmat(av[tail], f[head], k, t)
+                s[tail] += np.maximum(big_c - big_a, 0)
+                tt[tail] += np.maximum(big_a - big_c, 0)
+                tt[head] += big_c
+                edges[plane, b][tail] = big_b + big_c - big_a
+            lo = np.minimum(s, tt)
+            src[b], snk[b] = s - lo, tt - lo
+        shape = (nb * m, n)
+        return GridEnergy._trusted(
+            src.reshape(shape).astype(np.int32),
+            snk.reshape(shape).astype(np.int32),
+            edges.reshape((4, *shape)).astype(np.int32),
+            0,
+        )
+
+    def apply(self, labels: np.ndarray, cut: Any, group: int, layer: int) -> None:
+        m, n = labels.shape
+        a = int(self.groups[group, layer])
+        mask = np.asarray(cut).reshape(-1, m, n)[layer].astype(bool)
+        proposal = np.where(mask, a, labels)
+        self.e_new += self.energy(proposal)
+        if self.e_new < self.e_cur:
+            labels[...] = proposal
+        self.e_cur = min(self.e_cur, self.e_new)
+        self.e_new = 0
+
+
+# ------------------------------------------------------------------------ on device
+class DeviceMoves:
+    """The move steps on the device (CuPy, ``kernels/stereo.cu``); see HostMoves."""
+
+    backend = "gpu"
+
+    def __init__(self, cost: Any, w: Any, kind: str, trunc: int, groups: Any) -> None:
+        import cupy
+
+        self.cp = cupy
+        self.cost = cupy.ascontiguousarray(cost, dtype=cupy.int32)
+        self.w = cupy.ascontiguousarray(w, dtype=cupy.int32)
+        ndisp, m, n = (int(v) for v in self.cost.shape)
+        self.m, self.n = m, n
+        self.kind = np.int32(KINDS[kind])
+        self.trunc = np.int32(trunc)
+        self.groups = cupy.asarray(np.ascontiguousarray(groups, dtype=np.int32))
+        self.rows = [self.groups[g] for g in range(int(self.groups.shape[0]))]
+        nb = int(self.groups.shape[1])
+        shape = (nb * m, n)
+        if 4 * nb * m * n > _INT32_MAX:
+            raise ValueError(
+                f"{nb} stacked move graphs of {m}x{n} nodes are too many for the GPU "
+                "kernels' int32 indices; lower moves_per_cut"
+            )
+        self.source = cupy.empty(shape, dtype=cupy.int32)
+        self.sink = cupy.empty(shape, dtype=cupy.int32)
+        self.edges = cupy.empty((4, *shape), dtype=cupy.int32)
+        # state[0] = energy of the proposal being checked, state[1] = current energy
+        self.state = cupy.asarray(np.array([0, _INT64_MAX], dtype=np.int64))
+        self.dummy_cut = cupy.zeros(1, dtype=cupy.uint8)
+        mod = _module()
+        self.k_move = get_kernel(mod, "stereo_move")
+        self.k_energy = get_kernel(mod, "stereo_energy")
+        self.k_accept = get_kernel(mod, "stereo_accept")
+        self.k_commit = get_kernel(mod, "stereo_commit")
+        self.geometry = (np.int32(m), np.int32(n), self.kind, self.trunc)
+
+    def _energy(self, labels: Any, cut: Any, group: int, layer: int) -> None:
+        use = cut is not None
+        self.k_energy(
+            _grid(self.m * self.n),
+            (_BLOCK,),
+            (
+                self.cost,
+                self.w,
+                labels,
+                cut if use else self.dummy_cut,
+                self.rows[group],
+                np.int32(layer),
+                np.int32(use),
+                self.state,  # accumulates into state[0]
+                *self.geometry,
+            ),
+        )
+        self.k_commit((1,), (1,), (self.state[0:1], self.state[1:2]))
+
+    def init(self, labels: Any) -> None:
+        self.state[...] = self.cp.asarray(np.array([0, _INT64_MAX], dtype=np.int64))
+        self._energy(labels, None, 0, 0)
+
+    def current_energy(self) -> int:
+        return int(self.state[1].get())
+
+    def build(self, labels: Any, group: int) -> GridEnergy:
+        nb = int(self.groups.shape[1])
+        self.k_move(
+            _grid(nb * self.m * self.n),
+            (_BLOCK,),
+            (
+                self.cost,
+                self.w,
+                labels,
+                self.rows[group],
+                self.source,
+                self.sink,
+                self.edges,
+                np.int32(nb),
+                *self.geometry,
+            ),
+        )
+        return GridEnergy._trusted(self.source, self.sink, self.edges, 0)
+
+    def apply(self, labels: Any, cut: Any, group: int, layer: int) -> None:
+        self.k_energy(
+            _grid(self.m * self.n),
+            (_BLOCK,),
+            (
+                self.cost,
+                self.w,
+                labels,
+                cut,
+                self.rows[group],
+                np.int32(layer),
+                np.int32(1),
+                self.state,
+                *self.geometry,
+            ),
+        )
+        self.k_accept(
+            _grid(self.m * self.n),
+            (_BLOCK,),
+            (
+                labels,
+                cut,
+                self.rows[group],
+                np.int32(layer),
+                self.state[0:1],
+                self.state[1:2],
+                np.int32(self.m * self.n),
+            ),
+        )
+        self.k_commit((1,), (1,), (self.state[0:1], self.state[1:2]))
+
+
+# ------------------------------------------------------------------------ the loop
+def expansion_loop(
+    moves: Any,
+    labels: Any,
+    *,
+    max_cycles: int,
+    tol: float = 0.0,
+    callback: Any = None,
+    stats: dict | None = None,
+) -> Any:
+    """Alpha-expansion cycles over ``moves.groups``; ``labels`` (int32) is updated in
+    place and returned.
+
+    A cycle tries every group once: one cut for the group's stacked moves, then each
+    move applied in turn if it lowers the energy. Stops after ``max_cycles`` cycles,
+    after a cycle that lowered the energy by nothing, or by at most ``tol`` times the
+    energy before it. ``stats`` (optional dict) receives ``cycles``, ``cuts``,
+    ``moves`` and ``energies`` (after each cycle; the first is the initial energy).
+    """
+    groups = moves.groups
+    ngroups, per_cut = int(groups.shape[0]), int(groups.shape[1])
+    total = max(1, max_cycles) * ngroups * per_cut
+    moves.init(labels)
+    energies = [moves.current_energy()]
+    done = cuts = cycles = 0
+    for _ in range(max_cycles):
+        cycles += 1
+        for g in range(ngroups):
+            energy = moves.build(labels, g)
+            cut = maxflow_grid(energy, backend=moves.backend).labels
+            cuts += 1
+            for b in range(per_cut):
+                moves.apply(labels, cut, g, b)
+                done += 1
+                if callback is not None:
+                    callback(done, total)
+        energies.append(moves.current_energy())
+        before, after = energies[-2], energies[-1]
+        if after >= before or (tol > 0 and before - after <= tol * abs(before)):
+            break
+    if callback is not None:
+        callback(total, total)
+    if stats is not None:
+        stats.update(cycles=cycles, cuts=cuts, moves=done, energies=energies)
+    return labels
