@@ -134,12 +134,8 @@ def gpu_label(backends) -> str | None:
 
 
 def gpu_note(backend: str) -> str | None:
-    from vision_cuts import assignment
-
     if backend != "gpu":
         return None
-    if not assignment._HAS_GPU_SOLVER:
-        return "skipped: the GPU assignment solver is not available yet"
     from vision_cuts._backend import gpu_available
 
     return None if gpu_available() else "skipped: no usable CUDA device"

@@ -96,21 +96,23 @@ def main() -> None:
         f"(5 iterations), then {len(strokes)} strokes, each refining the last result "
         f"(2 iterations); median of {args.repeat} after a warm-up, ms"
     )
-    rows = {}
+    print(
+        "method      box cut  "
+        + "  ".join(f"stroke {i + 1}" for i in range(len(strokes))),
+        flush=True,
+    )
+
+    def row(name: str, runs: list) -> None:
+        ms = [statistics.median(c) * 1e3 for c in zip(*runs, strict=True)]
+        print(f"{name:10s} " + "  ".join(f"{v:8.1f}" for v in ms), flush=True)
+
     for backend in args.backend:
         _ours(img, rect, strokes, backend)  # warm-up: compile, caches
-        runs = [_ours(img, rect, strokes, backend)[0] for _ in range(args.repeat)]
-        rows[f"ours-{backend}"] = [
-            statistics.median(c) * 1e3 for c in zip(*runs, strict=True)
-        ]
-    runs = [_cv2(img, rect, strokes) for _ in range(args.repeat)]
-    rows["cv2"] = [statistics.median(c) * 1e3 for c in zip(*runs, strict=True)]
-    head = "method      box cut  " + "  ".join(
-        f"stroke {i + 1}" for i in range(len(strokes))
-    )
-    print(head)
-    for name, ms in rows.items():
-        print(f"{name:10s} " + "  ".join(f"{v:8.1f}" for v in ms))
+        row(
+            f"ours-{backend}",
+            [_ours(img, rect, strokes, backend)[0] for _ in range(args.repeat)],
+        )
+    row("cv2", [_cv2(img, rect, strokes) for _ in range(args.repeat)])
 
 
 if __name__ == "__main__":
