@@ -49,10 +49,11 @@ def _best(S, p, r, cand, ncand):
 
 
 @numba.njit(cache=True)
-def _global_update(S, p, owner, col4row, eps, cand, ncand, cap):
+def _global_update(S, p, owner, col4row, eps, cand, ncand):
     """Bellman-Ford to a fixpoint: dist[j] for the column j of each row r,
     dist[j] = max(0, min_{k != j} (d_r(k) + dist[k]) + eps - d_r(j)), 0 for free
-    columns; prices rise by min(dist, cap). Returns the sweeps."""
+    columns; prices rise by dist (the largest finite one where infinite). Returns
+    the sweeps."""
     N = S.shape[0]
     dist = np.full(N, INF, dtype=np.int64)
     for k in range(N):
@@ -63,7 +64,7 @@ def _global_update(S, p, owner, col4row, eps, cand, ncand, cap):
     while changed:
         changed = False
         sweeps += 1
-        new = dist.copy()
+        new = dist  # in place (chaotic relaxation, as on the GPU)
         for r in range(N):
             j = col4row[r]
             if j < 0:
@@ -85,13 +86,18 @@ def _global_update(S, p, owner, col4row, eps, cand, ncand, cap):
                 new[j] = nd
                 changed = True
         dist = new
+    # columns that reach no free column rise by the largest finite distance
+    top = np.int64(0)
     for k in range(N):
-        p[k] += min(dist[k], cap)
+        if dist[k] < INF:
+            top = max(top, dist[k])
+    for k in range(N):
+        p[k] += min(dist[k], top)
     return sweeps
 
 
 @numba.njit(cache=True)
-def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
+def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):  # noqa: C901
     """Returns (col4row, prices, stats[phase, 5]) with stats = rounds, scans,
     scanned entries, global updates, sweeps."""
     N = S.shape[0]
@@ -103,7 +109,7 @@ def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
     ncand = -np.ones(N, dtype=np.int64)
     bestbid = np.zeros(N, dtype=np.int64)
     bestrow = np.zeros(N, dtype=np.int64)
-    stats = np.zeros((64, 5), dtype=np.int64)
+    stats = np.zeros((64, 6), dtype=np.int64)
     eps = max(smax, 1)
     ph = 0
     while True:
@@ -118,7 +124,7 @@ def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
             dj = S[r, j] + p[j]
             if fix and ph > 0:
                 # fixing bound from the eps of the phase that just ended
-                bound = 4 * N * prev
+                bound = N * prev
                 m = 0
                 ok = True
                 if ncand[r] < 0:
@@ -137,6 +143,7 @@ def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
                             m += 1
                 if ok:
                     ncand[r] = m
+                    stats[ph, 5] += 1
             if dj > d1 + eps:
                 owner[j] = -1
                 col4row[r] = -1
@@ -146,14 +153,16 @@ def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
                 nfree += 1
         last_free = nfree
         since = 0
+        bids = 0
         while nfree > 0:
             stats[ph, 0] += 1
             since += 1
-            if gu_every > 0 and since >= gu_every and nfree > 0:
+            if gu_every > 0 and bids >= gu_every * last_free + 64:
+                bids = 0
                 stats[ph, 3] += 1
-                stats[ph, 4] += _global_update(S, p, owner, col4row, eps, cand,
-                                               ncand, INF)
+                stats[ph, 4] += _global_update(S, p, owner, col4row, eps, cand, ncand)
                 since = 0
+                last_free = nfree
             for k in range(N):
                 bestbid[k] = -1
                 bestrow[k] = -1
@@ -163,8 +172,9 @@ def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
                 d1, j1, d2, cnt = _best(S, p, r, cand, ncand)
                 stats[ph, 1] += 1
                 stats[ph, 2] += cnt
+                bids += 1
                 if d2 == INF:
-                    d2 = d1 + 4 * N * eps
+                    d2 = d1 + N * eps
                 bid = d2 - S[r, j1] + eps
                 if bid > bestbid[j1] or (bid == bestbid[j1] and r > bestrow[j1]):
                     bestbid[j1] = bid
@@ -185,8 +195,9 @@ def solve(S, alpha, gu_every, gu_free_frac, fix, kcap):
                 # stalled: fewer than (1 - frac) of the free rows got a column
                 if last_free - nfree < gu_free_frac * last_free:
                     stats[ph, 3] += 1
-                    stats[ph, 4] += _global_update(S, p, owner, col4row, eps, cand,
-                                                   ncand, INF)
+                    stats[ph, 4] += _global_update(
+                        S, p, owner, col4row, eps, cand, ncand
+                    )
                     since = 0
                 last_free = nfree
         ph += 1
@@ -202,6 +213,9 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[1000])
     ap.add_argument("--kinds", nargs="+", default=["uniform"])
     ap.add_argument("--alpha", type=int, default=10)
+    ap.add_argument("--gu-frac", type=float, default=0.02)
+    ap.add_argument("--gu-bids", type=float, default=0.0)
+    ap.add_argument("--kcap", type=int, default=64)
     ap.add_argument("--variants", nargs="+", default=["base", "gu", "fix", "gufix"])
     args = ap.parse_args()
     for kind in args.kinds:
@@ -217,15 +231,19 @@ def main():
             rr, cc = linear_sum_assignment(c)
             ref = c[rr, cc].sum()
             for v in args.variants:
-                gu = 0.02 if "gu" in v else 0.0
+                gu = args.gu_frac if "gu" in v else 0.0
+                gb = args.gu_bids if "gu" in v else 0.0
                 t0 = time.perf_counter()
-                col, p, st = solve(S, args.alpha, 0, gu, "fix" in v, 64)
+                col, p, st = solve(S, args.alpha, gb, gu, "fix" in v, args.kcap)
                 t = time.perf_counter() - t0
                 tot = c[np.arange(n), col].sum()
-                print(f"{kind} n={n} {v:6s} ok={tot == ref} {t:6.2f}s rounds "
-                      f"{st[:, 0].tolist()} scans {st[:, 1].sum()} entries "
-                      f"{st[:, 2].sum() / 1e6:.1f}M GU {st[:, 3].tolist()} sweeps "
-                      f"{st[:, 4].tolist()}", flush=True)
+                print(
+                    f"{kind} n={n} {v:6s} ok={tot == ref} {t:6.2f}s rounds "
+                    f"{st[:, 0].tolist()} scans {st[:, 1].sum()} entries "
+                    f"{st[:, 2].sum() / 1e6:.1f}M GU {st[:, 3].tolist()} sweeps "
+                    f"{st[:, 4].tolist()} fixed rows {st[:, 5].tolist()}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ and alpha in {4, 10, 30}. Uniform integer costs in [0, 1000). Medians of 3 runs 
 a warm-up.
 
     python benchmarks/tune_assignment_gpu.py
+    python benchmarks/tune_assignment_gpu.py --knobs   # global updates, arc fixing
 """
 
 from __future__ import annotations
@@ -31,7 +32,52 @@ def timed(fn, repeat=3):
     return statistics.median(ts)
 
 
+def knobs():
+    """Global price updates and arc fixing on / off (row kernels), with run stats."""
+    import cupy
+
+    from vision_cuts import _assignment_gpu as g
+
+    default = (g.GLOBAL_UPDATE, g.ARC_FIXING)
+    for kind, n in [
+        ("uniform", 1000),
+        ("uniform", 4000),
+        ("geometric", 4000),
+        ("uniform", 8000),
+    ]:
+        rng = np.random.default_rng(0)
+        if kind == "uniform":
+            cost = rng.integers(0, 1000, (n, n)).astype(np.float64)
+        else:
+            a, b = rng.random((n, 1, 2)) * 1000, rng.random((1, n, 2)) * 1000
+            cost = np.sqrt(((a - b) ** 2).sum(-1))
+        dev = cupy.asarray(cost)[None]
+        for gu, fix in [(True, True), (True, False), (False, True), (False, False)]:
+            if n > 4000 and not gu:
+                continue
+            g.GLOBAL_UPDATE, g.ARC_FIXING = gu, fix
+            run = {}
+
+            def solve(d=dev, out=run):
+                out.update(g.linear_sum_assignment_batched_gpu(d, False, True)[3])
+
+            t = timed(solve, 3 if gu else 1)
+            st = run["stats"]
+            print(
+                f"{kind:>9} n={n:5d} global update {gu!s:5} arc fixing {fix!s:5}: "
+                f"{t * 1e3:9.2f} ms  ({st['global_updates']} updates, "
+                f"{st['sweeps']} sweeps, {st['phases']} phases)",
+                flush=True,
+            )
+    g.GLOBAL_UPDATE, g.ARC_FIXING = default
+
+
 def main():
+    import sys
+
+    if "--knobs" in sys.argv:
+        knobs()
+        return
     import cupy
 
     from vision_cuts import _assignment_gpu as g

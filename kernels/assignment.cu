@@ -58,6 +58,9 @@
 #ifndef ASSIGN_MIN_BLOCKS
 #define ASSIGN_MIN_BLOCKS 4
 #endif
+#ifndef ASSIGN_CAND
+#define ASSIGN_CAND 256
+#endif
 
 #if ASSIGN_BLOCK % 32 != 0
 #error "ASSIGN_BLOCK must be a multiple of 32"
@@ -231,11 +234,31 @@ extern "C" __global__ void assign_small_block(const COST_T* __restrict__ costT, 
 
 // ------------------------------------------------------------------ large problems
 
+// Arc fixing (Goldberg-Kennedy): after a phase that ended eps'-optimal (every row r
+// holds j with d_r(j) <= d_r(k) + eps' for all k, d_r(k) = c[r, k] + p[k]), an arc with
+// d_r(k) - d_r(j) >= N * eps' lies on no optimal assignment: a cycle through it
+// alternates at most N such arcs (>= -eps' each) with held arcs (0), so reversing it
+// would lower the cost. Each row then keeps the list of its other arcs (cand, ncand;
+// ncand < 0: the whole row) when they number at most ASSIGN_CAND, in column order, and
+// every later scan of the row (bids, keep, global updates) reads only the list. The
+// lists only shrink; the optimum of the smaller problem is the optimum of the whole.
+//
+// Global price update: with the bids stopped, prices rise by the shortest distance of
+// each column to a free column (dist[k] = 0 for a free k; for the column j of row r,
+// dist[j] = max(0, min_{k != j} (d_r(k) + dist[k]) + eps - d_r(j))), computed by
+// Bellman-Ford relaxation in place (atomicMin) over the rows until a sweep changes
+// nothing; columns that reach no free column rise by the largest finite distance.
+// Every pair stays eps-optimal, and every free row now sees, through the shortest
+// path, a chain of bids that ends at a free column without the price wars of small
+// increments.
+
 // Start of a phase: a warp per row keeps its pair when it is still eps-optimal (count
-// += 1) and frees it otherwise. count must be zero before the launch.
+// += 1) and frees it otherwise; with fix_bound > 0 it also builds the row's arc list
+// (arcs with d_r(k) - d_r(j) < fix_bound). count must be zero before the launch.
 extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
     assign_keep_rows(const COST_T* __restrict__ cost, au64* words, int* col4row,
-                     int* count, int total, int N, long long eps, int bits) {
+                     int* count, int total, int N, long long eps, int bits,
+                     int* cand, int* ncand, long long fix_bound) {
     const int lane = threadIdx.x & 31;
     const int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
     const int nwarps = (int)((gridDim.x * (size_t)blockDim.x) >> 5);
@@ -246,13 +269,33 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
         const int b = r / N;
         const COST_T* row = cost + (size_t)r * N;
         au64* w = words + (size_t)b * N;
+        const au64 wj = __ldcg(w + j);
+        const long long dj = (long long)__ldg(row + j) + a_price(wj, bits);
+        const int nc = ncand[r];
+        int* lst = cand + (size_t)r * ASSIGN_CAND;
+        const int len = nc < 0 ? N : nc;
         long long dmin = A_BIG;
-        for (int k = lane; k < N; k += 32)
-            dmin = min(dmin, (long long)__ldg(row + k) + a_price(__ldcg(w + k), bits));
+        int m = 0;  // arcs kept so far (fix_bound > 0)
+        for (int base = 0; base < len; base += 32) {
+            const int t = base + lane;
+            int k = -1;
+            long long d = A_BIG;
+            if (t < len) {
+                k = nc < 0 ? t : lst[t];
+                d = (long long)__ldg(row + k) + a_price(__ldcg(w + k), bits);
+                dmin = min(dmin, d);
+            }
+            if (fix_bound > 0 && m <= ASSIGN_CAND) {
+                const bool keep = t < len && d - dj < fix_bound;
+                const unsigned bal = __ballot_sync(A_FULL, keep);
+                const int pos = m + __popc(bal & ((1u << lane) - 1u));
+                if (keep && pos < ASSIGN_CAND) lst[pos] = k;  // pos <= t: in place
+                m += __popc(bal);
+            }
+        }
         dmin = a_warp_min(dmin);
         if (lane == 0) {
-            const au64 wj = __ldcg(w + j);
-            const long long dj = (long long)__ldg(row + j) + a_price(wj, bits);
+            if (fix_bound > 0 && m <= ASSIGN_CAND) ncand[r] = m;
             if (dj > dmin + eps) {
                 __stcg(w + j, wj | mask);  // only this row owns column j: no race
                 __stcg(col4row + r, -1);
@@ -264,19 +307,22 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
 }
 
 // One phase of bidding, persistent: a warp per row (grid-stride), until every column
-// of every problem has an owner (count == total). On a price overflow err is set and
-// count forced to total, which stops every warp.
+// of every problem has an owner (count == total) or the bids of this launch reach
+// budget (then the host runs a global price update and launches again). On a price
+// overflow err is set and count forced to total, which stops every warp.
 extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
     assign_auction_rows(const COST_T* __restrict__ cost, au64* words, int* col4row,
                         int* count, int* err, int total, int N, long long eps,
-                        int bits) {
+                        int bits, const int* __restrict__ cand,
+                        const int* __restrict__ ncand, int* bids, int budget) {
     const int lane = threadIdx.x & 31;
     const int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
     const int nwarps = (int)((gridDim.x * (size_t)blockDim.x) >> 5);
     const au64 mask = a_mask(bits);
     const long long pmax = a_pmax(bits);
     volatile int* vcount = count;
-    while (*vcount < total) {
+    volatile int* vbids = bids;
+    while (*vcount < total && *vbids < budget) {
         bool idle = true;
         for (int r = warp; r < total; r += nwarps) {
             const int b = r / N;
@@ -286,15 +332,28 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             if (j >= 0 && (int)(__ldcg(w + j) & mask) == i) continue;
             idle = false;
             const COST_T* row = cost + (size_t)r * N;
+            const int nc = ncand[r];
             long long d1 = A_BIG, d2 = A_BIG;
             int j1 = -1;
-            for (int k = lane; k < N; k += 32)
-                a_take((long long)__ldg(row + k) + a_price(__ldcg(w + k), bits), k, d1, j1,
-                       d2);
+            if (nc < 0) {
+                for (int k = lane; k < N; k += 32)
+                    a_take((long long)__ldg(row + k) + a_price(__ldcg(w + k), bits), k,
+                           d1, j1, d2);
+            } else {
+                const int* lst = cand + (size_t)r * ASSIGN_CAND;
+                for (int t = lane; t < nc; t += 32) {
+                    const int k = lst[t];
+                    a_take((long long)__ldg(row + k) + a_price(__ldcg(w + k), bits), k,
+                           d1, j1, d2);
+                }
+            }
             a_warp_best(d1, j1, d2);
             if (lane == 0) {
-                if (d2 == A_BIG) d2 = d1;  // N == 1
+                // N == 1, or a single arc left: any price rise keeps the pair
+                // eps-optimal; rise by N * eps (the bound of the fixed arcs)
+                if (d2 == A_BIG) d2 = nc < 0 ? d1 : d1 + (long long)N * eps;
                 const long long bid = d2 - (long long)__ldg(row + j1) + eps;
+                atomicAdd(bids, 1);
                 if (bid > pmax) {
                     atomicExch(err, 1);
                     atomicExch(count, total);
@@ -310,5 +369,113 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             __syncwarp();
         }
         if (idle) __nanosleep(256);
+    }
+}
+
+// Grid-wide barrier of a co-resident grid: bar[0] arrivals, bar[1] generation.
+__device__ __forceinline__ void a_grid_sync(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* vgen = bar + 1;
+        const unsigned gen = *vgen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*vgen == gen) __nanosleep(64);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// Global price update (see above), persistent over the same co-resident grid as
+// assign_auction_rows. dist: total words of scratch; sync: 8 ints, zero before the
+// first launch (the kernel leaves them zero: bar[0], generation, flags[3], maxd).
+// Sweeps run are added to sync[7]... (sweeps counted in sweeps[0]).
+extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
+    assign_global_update(const COST_T* __restrict__ cost, au64* words,
+                         const int* __restrict__ col4row, const int* __restrict__ cand,
+                         const int* __restrict__ ncand, unsigned long long* dist,
+                         unsigned* sync, int* err, int* sweeps, int total, int N,
+                         long long eps, int bits) {
+    const int lane = threadIdx.x & 31;
+    const int tid = (int)(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
+    const int nthreads = (int)(gridDim.x * (size_t)blockDim.x);
+    const int warp = tid >> 5;
+    const int nwarps = nthreads >> 5;
+    const au64 mask = a_mask(bits);
+    const unsigned long long INF = 0x7fffffffffffffffull;
+    unsigned* bar = sync;
+    unsigned* flags = sync + 2;
+    unsigned long long* maxd = (unsigned long long*)(sync + 6);  // sync[6..7]
+    for (int k = tid; k < total; k += nthreads)
+        dist[k] = (__ldcg(words + k) & mask) == mask ? 0ull : INF;
+    if (tid == 0) flags[0] = 0u;
+    a_grid_sync(bar);
+    int it = 0;
+    for (;; ++it) {
+        if (tid == 0) flags[(it + 1) % 3] = 0u;
+        bool changed = false;
+        for (int r = warp; r < total; r += nwarps) {
+            const int j = __ldcg(col4row + r);
+            if (j < 0) continue;
+            const int b = r / N;
+            const int i = r - b * N;
+            const au64* w = words + (size_t)b * N;
+            if ((int)(__ldcg(w + j) & mask) != i) continue;
+            const unsigned long long* dd = dist + (size_t)b * N;
+            const COST_T* row = cost + (size_t)r * N;
+            const int nc = ncand[r];
+            const int len = nc < 0 ? N : nc;
+            const int* lst = cand + (size_t)r * ASSIGN_CAND;
+            long long h = A_BIG;
+            for (int t = lane; t < len; t += 32) {
+                const int k = nc < 0 ? t : lst[t];
+                const unsigned long long dk = __ldcg(dd + k);
+                if (k == j || dk == INF) continue;
+                h = min(h, (long long)__ldg(row + k) + a_price(__ldcg(w + k), bits) +
+                               (long long)dk);
+            }
+            h = a_warp_min(h);
+            if (lane == 0 && h < A_BIG) {
+                long long nd = h + eps - (long long)__ldg(row + j) -
+                               a_price(__ldcg(w + j), bits);
+                if (nd < 0) nd = 0;
+                if ((unsigned long long)nd < __ldcg(dist + (size_t)b * N + j)) {
+                    atomicMin(dist + (size_t)b * N + j, (unsigned long long)nd);
+                    changed = true;
+                }
+            }
+        }
+        if (changed) flags[it % 3] = 1u;
+        a_grid_sync(bar);
+        if (*(volatile unsigned*)(flags + it % 3) == 0u) break;
+    }
+    // columns that reach no free column rise by the largest finite distance
+    for (int k = tid; k < total; k += nthreads) {
+        const unsigned long long d = __ldcg(dist + k);
+        if (d != INF) atomicMax(maxd, d);
+    }
+    a_grid_sync(bar);
+    const unsigned long long cap = *(volatile unsigned long long*)maxd;
+    const long long pmax = a_pmax(bits);
+    for (int k = tid; k < total; k += nthreads) {
+        unsigned long long d = __ldcg(dist + k);
+        if (d > cap) d = cap;
+        if (d == 0) continue;
+        const au64 wk = words[k];
+        if (a_price(wk, bits) + (long long)d > pmax) {
+            atomicExch(err, 1);
+            continue;
+        }
+        words[k] = wk + (d << bits);
+    }
+    a_grid_sync(bar);
+    if (tid == 0) {
+        *maxd = 0ull;
+        sweeps[0] += it + 1;
     }
 }

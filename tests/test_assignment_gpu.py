@@ -289,3 +289,57 @@ def test_agrees_with_cpu(rng):
     rc, cc = linear_sum_assignment_batched(costs, backend="cpu")
     for b in range(40):
         assert costs[b][rg[b], cg[b]].sum() == costs[b][rc[b], cc[b]].sum()
+
+
+@pytest.mark.parametrize(
+    ("update", "fixing", "cand", "gu_bids"),
+    [
+        (False, False, 256, 4),
+        (True, False, 256, 4),
+        (False, True, 256, 4),
+        (True, True, 256, 4),
+        (True, True, 4, 1),  # short arc lists: overflowing rows, single-arc rows
+        (True, True, 32, 0),  # a global update after every GU_MIN_BIDS bids
+    ],
+)
+def test_global_update_and_arc_fixing(rng, monkeypatch, update, fixing, cand, gu_bids):
+    # the row kernels with global price updates and arc fixing on or off: the same
+    # optimal totals; a run that returns its prices (without arc fixing, which
+    # keeps them eps-optimal on the kept arcs only) certifies its optimum
+    cupy = pytest.importorskip("cupy")
+    from vision_cuts import _assignment_gpu as g
+
+    monkeypatch.setattr(g, "GLOBAL_UPDATE", update)
+    monkeypatch.setattr(g, "ARC_FIXING", fixing)
+    monkeypatch.setattr(g, "_ROW_CAND", cand)
+    monkeypatch.setattr(g, "GU_BIDS", gu_bids)
+    updates = 0
+    for kind, shape in [
+        ("lowint", (1, 1000, 1000)),
+        ("geometric", (1, 700, 700)),
+        ("ties", (1, 500, 500)),
+        ("forbidden", (1, 400, 300)),
+        ("lowint", (3, 300, 300)),
+    ]:
+        costs = make_cost(rng, kind, shape)
+        r, c, status = g.linear_sum_assignment_batched_gpu(cupy.asarray(costs), False)
+        r, c = r.get(), c.get()
+        assert not status.any()
+        for b in range(shape[0]):
+            check(costs[b], r[b], c[b], False)
+        r, c, status, run = g.linear_sum_assignment_batched_gpu(
+            cupy.asarray(costs), False, return_prices=True
+        )
+        r, c = r.get(), c.get()
+        for b in range(shape[0]):
+            check(costs[b], r[b], c[b], False)
+        S = run["S"].get().astype(np.int64)
+        p, col = run["prices"].get(), run["col4row"].get()
+        d = S + p[:, None, :]
+        held = np.take_along_axis(d, col[:, :, None].astype(np.int64), 2)[..., 0]
+        assert np.all(held <= d.min(axis=2) + 1)
+        updates += run["stats"]["global_updates"]
+        if not update:
+            assert run["stats"]["global_updates"] == 0
+    if update:
+        assert updates > 0

@@ -38,7 +38,11 @@ Kernels (``kernels/assignment.cu``), chosen by problem size ``N``:
 * ``32 < N <= 256``: ``assign_small_block``, one block per problem, a thread per row.
 * ``N > 256``: per phase ``assign_keep_rows`` and ``assign_auction_rows``, a warp per
   row over all rows of the stack, global-memory column words, a persistent launch of
-  as many blocks as are co-resident.
+  as many blocks as are co-resident. The auction stops after ``GU_BIDS * free rows +
+  GU_MIN_BIDS`` bids for a global price update (``assign_global_update``, Bellman-Ford
+  to the free columns, ``GLOBAL_UPDATE``), then resumes; after each phase every row
+  keeps only its arcs within ``N * eps`` of its pair when they number at most
+  ``_ROW_CAND`` (arc fixing, ``ARC_FIXING``; see ``kernels/assignment.cu``).
 
 References
 ----------
@@ -79,6 +83,11 @@ _BLOCK_MAX_N = 256  # assign_small_block up to this N, the row kernels above
 _WARP_PROBLEMS = 8  # problems (warps) per block of assign_small_warp
 _ROW_BLOCK = 256  # ASSIGN_BLOCK
 _ROW_MIN_BLOCKS = 4  # ASSIGN_MIN_BLOCKS: co-resident blocks per SM
+_ROW_CAND = 256  # ASSIGN_CAND: longest arc list of a row after arc fixing
+GLOBAL_UPDATE = True  # global price updates in the row kernels' phases
+ARC_FIXING = True  # per-row arc lists after each phase (row kernels)
+GU_BIDS = 4  # a global update after GU_BIDS * (free rows) + GU_MIN_BIDS bids
+GU_MIN_BIDS = 64
 
 
 def schedule(smax: int, alpha: int = ALPHA) -> list[int]:
@@ -303,6 +312,7 @@ def _module(plan: Plan) -> Any:
             "COST_T": plan.cost_t,
             "ASSIGN_BLOCK": _ROW_BLOCK,
             "ASSIGN_MIN_BLOCKS": _ROW_MIN_BLOCKS,
+            "ASSIGN_CAND": _ROW_CAND,
         },
     )
 
@@ -338,57 +348,106 @@ def _solve_small(cp: Any, S: Any, plan: Plan) -> tuple:
     return col4row, prices, err
 
 
-def _solve_rows(cp: Any, S: Any, plan: Plan) -> tuple:
+def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
     B, N = S.shape[0], plan.N
     total = B * N
     mod = _module(plan)
     keep = get_kernel(mod, "assign_keep_rows")
     auction = get_kernel(mod, "assign_auction_rows")
+    update = get_kernel(mod, "assign_global_update")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     grid = (sms * _ROW_MIN_BLOCKS,)
     block = (_ROW_BLOCK,)
     mask = np.uint64((1 << plan.bits) - 1)
     words = cp.full((B, N), mask, dtype=cp.uint64)
     col4row = cp.full((B, N), -1, dtype=cp.int32)
-    count = cp.zeros(1, dtype=cp.int32)
-    err = cp.zeros(1, dtype=cp.int32)
+    state = cp.zeros(4, dtype=cp.int32)  # count, err, bids, sweeps
+    count, err, bids, sweeps = state[0:1], state[1:2], state[2:3], state[3:4]
+    ncand = cp.full(total, -1, dtype=cp.int32)
+    cand = cp.empty(total * _ROW_CAND if fixing else 1, dtype=cp.int32)
+    if GLOBAL_UPDATE:
+        dist = cp.empty(total, dtype=cp.uint64)
+        sync = cp.zeros(8, dtype=cp.uint32)
+    stats = {"global_updates": 0, "phases": 0}
+    prev = None
     for eps in schedule(plan.smax, ALPHA):
         count.fill(0)
+        fix = N * prev if fixing and prev is not None else 0
+        e, tot, n32, b32 = (
+            np.int64(eps),
+            np.int32(total),
+            np.int32(N),
+            np.int32(plan.bits),
+        )
         keep(
             grid,
             block,
-            (
-                S,
-                words,
-                col4row,
-                count,
-                np.int32(total),
-                np.int32(N),
-                np.int64(eps),
-                np.int32(plan.bits),
-            ),
+            (S, words, col4row, count, tot, n32, e, b32, cand, ncand, np.int64(fix)),
         )
-        auction(
-            grid,
-            block,
-            (
-                S,
-                words,
-                col4row,
-                count,
-                err,
-                np.int32(total),
-                np.int32(N),
-                np.int64(eps),
-                np.int32(plan.bits),
-            ),
-        )
+        stats["phases"] += 1
+        prev = eps
+        while True:
+            c, bad, nbids, _ = (int(v) for v in state.get())
+            if c >= total or bad:
+                break
+            budget = nbids + GU_BIDS * (total - c) + GU_MIN_BIDS
+            if not GLOBAL_UPDATE or budget >= _INT32_MAX:
+                budget = _INT32_MAX
+            auction(
+                grid,
+                block,
+                (
+                    S,
+                    words,
+                    col4row,
+                    count,
+                    err,
+                    tot,
+                    n32,
+                    e,
+                    b32,
+                    cand,
+                    ncand,
+                    bids,
+                    np.int32(budget),
+                ),
+            )
+            if budget == _INT32_MAX:
+                continue
+            c, bad, nbids, _ = (int(v) for v in state.get())
+            if c >= total or bad:
+                break
+            if nbids > 2**30:
+                bids.fill(0)
+            update(
+                grid,
+                block,
+                (
+                    S,
+                    words,
+                    col4row,
+                    cand,
+                    ncand,
+                    dist,
+                    sync,
+                    err,
+                    sweeps,
+                    tot,
+                    n32,
+                    e,
+                    b32,
+                ),
+            )
+            stats["global_updates"] += 1
+    stats["sweeps"] = int(sweeps.get()[0])
     prices = (words >> np.uint64(plan.bits)).astype(cp.int64)
-    return col4row, prices, err
+    return col4row, prices, err, stats
 
 
-def solve_scaled(cp: Any, prep: dict) -> tuple:
-    """Run the kernels on a prepared stack; returns (col4row, prices, S)."""
+def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
+    """Run the kernels on a prepared stack; returns (col4row, prices, S, stats),
+    ``stats`` (row kernels only) counting phases, global updates and their
+    Bellman-Ford sweeps. ``fixing=False`` turns arc fixing off for this run."""
     plan = prep["plan"]
     small = plan.N <= _BLOCK_MAX_N
     S = scaled(cp, prep, transposed_layout=small)
@@ -397,13 +456,16 @@ def solve_scaled(cp: Any, prep: dict) -> tuple:
             "a stack of more than 2**31 - 1 rows in all is too large for "
             "the GPU solver; split it"
         )
-    col4row, prices, err = (_solve_small if small else _solve_rows)(cp, S, plan)
+    if small:
+        col4row, prices, err, *stats = _solve_small(cp, S, plan)
+    else:
+        col4row, prices, err, *stats = _solve_rows(cp, S, plan, fixing and ARC_FIXING)
     if bool(err.any()):
         raise RuntimeError(
             "GPU assignment: price overflow (the bound checked before "
             f"the launch was violated; plan {plan})"
         )
-    return col4row, prices, S
+    return col4row, prices, S, (stats[0] if stats else {})
 
 
 def linear_sum_assignment_batched_gpu(
@@ -417,7 +479,8 @@ def linear_sum_assignment_batched_gpu(
     solved). With ``return_prices`` a fourth item is the dict of the run (plan,
     scaled costs ``S``, column prices ``prices`` and ``col4row`` of the padded
     problems), which certifies the optimum: every padded row ``r`` holds a column
-    ``j`` with ``S[r, j] + p[j] <= min_k (S[r, k] + p[k]) + 1``.
+    ``j`` with ``S[r, j] + p[j] <= min_k (S[r, k] + p[k]) + 1`` (such a run goes
+    without arc fixing, whose prices certify only the arcs they keep).
     """
     import cupy as cp
 
@@ -433,7 +496,9 @@ def linear_sum_assignment_batched_gpu(
         empty = cp.zeros((B, k), dtype=cp.int64)
         out = (empty, empty.copy(), np.full(B, INVALID, dtype=np.int8))
         return out + ({},) if return_prices else out
-    col4row, prices, S = solve_scaled(cp, prep)
+    # arc fixing keeps the prices eps-optimal on the kept arcs only: a run whose
+    # prices are returned (a certificate over the whole matrix) goes without it
+    col4row, prices, S, stats = solve_scaled(cp, prep, fixing=not return_prices)
     rows, cols, status = finish(cp, prep, col4row)
     if return_prices:
         return (
@@ -446,6 +511,7 @@ def linear_sum_assignment_batched_gpu(
                 "prices": prices,
                 "col4row": col4row,
                 "transposed_layout": prep["plan"].N <= _BLOCK_MAX_N,
+                "stats": stats,
             },
         )
     return rows, cols, status
