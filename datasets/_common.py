@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ENV", "base_folder"]
+__all__ = ["ENV", "base_folder", "data_parent"]
 
 ENV = "VISION_CUTS_DATA"
 
@@ -30,3 +30,19 @@ def base_folder(path: str | os.PathLike | None, subdir: str) -> tuple[Path, str]
     if not root.is_dir():
         raise FileNotFoundError(f"data folder {root} does not exist ({origin})")
     return root, origin
+
+
+def data_parent(path: str | os.PathLike | None, subdir: str) -> Path:
+    """The data folder holding ``subdir/``, from ``path`` or ``VISION_CUTS_DATA``.
+
+    ``subdir`` itself is accepted too (its parent is returned). Raises
+    FileNotFoundError when neither is given or a folder is missing.
+    """
+    root, origin = base_folder(path, subdir)
+    if root.name == subdir:
+        return root.parent
+    if not (root / subdir).is_dir():
+        raise FileNotFoundError(
+            f"data folder {root} has no {subdir}/ subfolder ({origin})"
+        )
+    return root

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._common import base_folder
+from ._common import data_parent
 
 __all__ = [
     "SEQUENCES",
@@ -59,14 +59,7 @@ def data_root(path: str | os.PathLike | None = None) -> Path:
     is accepted too. Raises FileNotFoundError when neither is given or the folder is
     missing.
     """
-    root, origin = base_folder(path, _SUBDIR)
-    if root.name == _SUBDIR:
-        return root.parent
-    if not (root / _SUBDIR).is_dir():
-        raise FileNotFoundError(
-            f"data folder {root} has no {_SUBDIR}/ subfolder ({origin})"
-        )
-    return root
+    return data_parent(path, _SUBDIR)
 
 
 def _read_rgb(path: Path) -> np.ndarray:
