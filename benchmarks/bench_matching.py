@@ -48,6 +48,12 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from vision_cuts.datasets.synthetic import (
+    chain_bipartite_graph,
+    grid_bipartite_graph,
+    ladder_bipartite_graph,
+)
+
 LADDER_BLOCK_DEPTH = 16
 
 
@@ -76,71 +82,14 @@ def random_graph(n: int, seed: int) -> sp.csr_array:
 
 
 def grid_graph(n: int, seed: int) -> sp.csr_array:
-    rng = np.random.default_rng(seed)
     side = max(2, int(round((2 * n) ** 0.5)))
-    keep = rng.random((side, side)) >= 0.1
-    yy, xx = np.indices((side, side))
-    black = ((yy + xx) % 2 == 0) & keep
-    white = ((yy + xx) % 2 == 1) & keep
-    bid = np.full((side, side), -1, np.int64)
-    wid = np.full((side, side), -1, np.int64)
-    bid[black] = np.arange(black.sum())
-    wid[white] = np.arange(white.sum())
-    rows, cols = [], []
-    for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0)):
-        ys = slice(max(0, -dy), side - max(0, dy))
-        xs = slice(max(0, -dx), side - max(0, dx))
-        yn = slice(max(0, dy), side - max(0, -dy))
-        xn = slice(max(0, dx), side - max(0, -dx))
-        b = bid[ys, xs]
-        w = wid[yn, xn]
-        ok = (b >= 0) & (w >= 0)
-        rows.append(b[ok])
-        cols.append(w[ok])
-    r = np.concatenate(rows)
-    c = np.concatenate(cols)
-    return sp.csr_array(
-        (np.ones(r.size, np.int8), (r, c)), shape=(int(black.sum()), int(white.sum()))
-    )
-
-
-def ladder_graph(depth: int) -> sp.csr_array:
-    """Chain rows r_1..r_K (K = depth) on columns [c_{k-1}, c_k], ladder rows a_k,
-    b_k on their own column and both columns of level k + 1, and the free row r_0 on
-    [c_0, alpha_1, beta_1] last (SciPy's greedy first phase leaves exactly r_0 and
-    c_K free). The maximum matching is perfect."""
-    k_chain = depth
-
-    def alpha(k):
-        return k_chain + 1 + 2 * (k - 1)
-
-    rows = [[k - 1, k] for k in range(1, k_chain + 1)]
-    for k in range(1, depth + 1):
-        nxt = [alpha(k + 1), alpha(k + 1) + 1] if k < depth else []
-        rows.append([alpha(k), *nxt])
-        rows.append([alpha(k) + 1, *nxt])
-    rows.append([0, alpha(1), alpha(1) + 1])
-    ptr = np.cumsum([0] + [len(r) for r in rows])
-    idx = np.concatenate([np.asarray(r, np.int32) for r in rows])
-    n = len(rows)
-    return sp.csr_array((np.ones(idx.size, np.int8), idx, ptr), shape=(n, n))
+    return grid_bipartite_graph(side, np.random.default_rng(seed))
 
 
 def ladders_graph(n: int) -> sp.csr_array:
-    one = ladder_graph(LADDER_BLOCK_DEPTH)
+    one = ladder_bipartite_graph(LADDER_BLOCK_DEPTH)
     copies = max(1, n // one.shape[0])
     return sp.block_diag([one] * copies, format="csr")
-
-
-def chain_graph(n: int) -> sp.csr_array:
-    """Rows r_1..r_n on [c_{k-1}, c_k] and r_0 on [c_0] last: greedy matches r_k to
-    c_{k-1}; the one augmenting path runs through the whole chain."""
-    ptr = np.concatenate([[0], np.arange(2, 2 * n + 1, 2), [2 * n + 1]])
-    idx = np.empty(2 * n + 1, np.int32)
-    idx[0 : 2 * n : 2] = np.arange(n)
-    idx[1 : 2 * n : 2] = np.arange(1, n + 1)
-    idx[2 * n] = 0
-    return sp.csr_array((np.ones(idx.size, np.int8), idx, ptr), shape=(n + 1, n + 1))
 
 
 # ---------------------------------------------------------------------- timing
@@ -350,14 +299,14 @@ def main(argv=None):
                     run_scipy=n <= args.scipy_grid_max,
                 )
         elif fam == "ladder":
-            g = ladder_graph(args.ladder_depth)
+            g = ladder_bipartite_graph(args.ladder_depth)
             run_graph(f"ladder depth={args.ladder_depth}", g, g.shape[0], args, rows)
         elif fam == "ladders":
             for n in args.ladders_sizes:
                 g = ladders_graph(n)
                 run_graph(f"ladders n={n}", g, g.shape[0], args, rows)
         elif fam == "chain":
-            g = chain_graph(args.chain_size)
+            g = chain_bipartite_graph(args.chain_size)
             run_graph(f"chain n={args.chain_size}", g, g.shape[0], args, rows)
         else:
             sys.exit(f"unknown family {fam!r}")

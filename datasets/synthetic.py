@@ -1,11 +1,15 @@
-"""Synthetic problems generated in code: segmentation energies, random grid graphs."""
+"""Synthetic problems generated in code: segmentation energies, random grid graphs,
+and the structured bipartite graphs of the matching tests and benchmark."""
 
 from __future__ import annotations
 
 import numpy as np
 
 __all__ = [
+    "chain_bipartite_graph",
     "contrast_weights",
+    "grid_bipartite_graph",
+    "ladder_bipartite_graph",
     "random_grid_graph",
     "segmentation_unary",
     "segmentation_problem",
@@ -145,3 +149,75 @@ def random_grid_graph(
             bwd[tuple(dst_sl)] = fwd[tuple(src_sl)]
             e[2 * d + 1] = bwd
     return src, snk, e
+
+
+def ladder_bipartite_graph(depth: int):
+    """SciPy's layered worst case for Hopcroft-Karp (scipy.sparse.csr_array).
+
+    Chain rows r_1..r_K (K = depth) on columns [c_{k-1}, c_k], ladder rows a_k, b_k
+    on their own column and both columns of level k + 1, and the free row r_0 on
+    [c_0, alpha_1, beta_1] last: SciPy's greedy first phase leaves exactly r_0 and
+    c_K free, and its depth-first search then walks 2**depth paths. The maximum
+    matching is perfect.
+    """
+    import scipy.sparse as sp
+
+    def alpha(k):
+        return depth + 1 + 2 * (k - 1)
+
+    rows = [[k - 1, k] for k in range(1, depth + 1)]
+    for k in range(1, depth + 1):
+        nxt = [alpha(k + 1), alpha(k + 1) + 1] if k < depth else []
+        rows.append([alpha(k), *nxt])
+        rows.append([alpha(k) + 1, *nxt])
+    rows.append([0, alpha(1), alpha(1) + 1])
+    ptr = np.cumsum([0] + [len(r) for r in rows])
+    idx = np.concatenate([np.asarray(r, np.int32) for r in rows])
+    n = len(rows)
+    return sp.csr_array((np.ones(idx.size, np.int8), idx, ptr), shape=(n, n))
+
+
+def chain_bipartite_graph(n: int):
+    """Rows r_1..r_n on [c_{k-1}, c_k] and r_0 on [c_0] last (scipy.sparse.csr_array):
+    a greedy start matches r_k to c_{k-1}, and the one augmenting path left runs
+    through the whole chain (length 2 n + 1). The maximum matching is perfect."""
+    import scipy.sparse as sp
+
+    ptr = np.concatenate([[0], np.arange(2, 2 * n + 1, 2), [2 * n + 1]])
+    idx = np.empty(2 * n + 1, np.int32)
+    idx[0 : 2 * n : 2] = np.arange(n)
+    idx[1 : 2 * n : 2] = np.arange(1, n + 1)
+    idx[2 * n] = 0
+    return sp.csr_array((np.ones(idx.size, np.int8), idx, ptr), shape=(n + 1, n + 1))
+
+
+def grid_bipartite_graph(side: int, rng: np.random.Generator, holes: float = 0.1):
+    """A side x side 4-connected grid with a fraction ``holes`` of its cells removed,
+    as the bipartite graph of its black (rows) and white (columns) cells
+    (scipy.sparse.csr_array)."""
+    import scipy.sparse as sp
+
+    keep = rng.random((side, side)) >= holes
+    yy, xx = np.indices((side, side))
+    black = ((yy + xx) % 2 == 0) & keep
+    white = ((yy + xx) % 2 == 1) & keep
+    bid = np.full((side, side), -1, np.int64)
+    wid = np.full((side, side), -1, np.int64)
+    bid[black] = np.arange(black.sum())
+    wid[white] = np.arange(white.sum())
+    rows, cols = [], []
+    for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0)):
+        ys = slice(max(0, -dy), side - max(0, dy))
+        xs = slice(max(0, -dx), side - max(0, dx))
+        yn = slice(max(0, dy), side - max(0, -dy))
+        xn = slice(max(0, dx), side - max(0, -dx))
+        b = bid[ys, xs]
+        w = wid[yn, xn]
+        ok = (b >= 0) & (w >= 0)
+        rows.append(b[ok])
+        cols.append(w[ok])
+    r = np.concatenate(rows)
+    c = np.concatenate(cols)
+    return sp.csr_array(
+        (np.ones(r.size, np.int8), (r, c)), shape=(int(black.sum()), int(white.sum()))
+    )

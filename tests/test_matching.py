@@ -18,6 +18,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from vision_cuts import BackendUnavailableError, maximum_bipartite_matching
 from vision_cuts._backend import gpu_available
+from vision_cuts.datasets import synthetic
 
 # ------------------------------------------------------------------- oracles
 
@@ -86,56 +87,6 @@ def brute_force_cardinality(graph) -> int:
 
 def random_graph(rng, n_rows, n_cols, density, fmt="csr"):
     return sp.random_array((n_rows, n_cols), density=density, rng=rng, format=fmt)
-
-
-def ladder_graph(depth):
-    """SciPy's layered worst case (see benchmarks/bench_matching.py): perfect
-    matching, SciPy's depth-first search walks 2**depth paths."""
-
-    def alpha(k):
-        return depth + 1 + 2 * (k - 1)
-
-    rows = [[k - 1, k] for k in range(1, depth + 1)]
-    for k in range(1, depth + 1):
-        nxt = [alpha(k + 1), alpha(k + 1) + 1] if k < depth else []
-        rows.append([alpha(k), *nxt])
-        rows.append([alpha(k) + 1, *nxt])
-    rows.append([0, alpha(1), alpha(1) + 1])
-    ptr = np.cumsum([0] + [len(r) for r in rows])
-    idx = np.concatenate([np.asarray(r) for r in rows])
-    n = len(rows)
-    return sp.csr_array((np.ones(idx.size), idx, ptr), shape=(n, n))
-
-
-def chain_graph(n):
-    """One augmenting path of length 2 n + 1 after a greedy start."""
-    ptr = np.concatenate([[0], np.arange(2, 2 * n + 1, 2), [2 * n + 1]])
-    idx = np.empty(2 * n + 1, np.int64)
-    idx[0 : 2 * n : 2] = np.arange(n)
-    idx[1 : 2 * n : 2] = np.arange(1, n + 1)
-    idx[2 * n] = 0
-    return sp.csr_array((np.ones(idx.size), idx, ptr), shape=(n + 1, n + 1))
-
-
-def grid_graph(rng, side, holes=0.1):
-    keep = rng.random((side, side)) >= holes
-    yy, xx = np.indices((side, side))
-    black = ((yy + xx) % 2 == 0) & keep
-    white = ((yy + xx) % 2 == 1) & keep
-    bid = np.full((side, side), -1)
-    wid = np.full((side, side), -1)
-    bid[black] = np.arange(black.sum())
-    wid[white] = np.arange(white.sum())
-    r, c = [], []
-    for y, x in zip(*np.nonzero(black), strict=True):
-        for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0)):
-            yn, xn = y + dy, x + dx
-            if 0 <= yn < side and 0 <= xn < side and wid[yn, xn] >= 0:
-                r.append(bid[y, x])
-                c.append(wid[yn, xn])
-    return sp.csr_array(
-        (np.ones(len(r)), (r, c)), shape=(int(black.sum()), int(white.sum()))
-    )
 
 
 def perfect_graph(rng, n, extra):
@@ -229,26 +180,26 @@ def test_layered_worst_cases(backend):
     """SciPy's Hopcroft-Karp takes about 2**depth steps on the ladder (too slow at
     depth 40); the chain leaves one augmenting path through every vertex."""
     for depth in (1, 2, 5, 12, 40):
-        graph = ladder_graph(depth)
+        graph = synthetic.ladder_bipartite_graph(depth)
         assert check_matching(graph, run(graph, "row", backend)) == graph.shape[0]
     assert (
         check_matching(
-            ladder_graph(12).tocsc(),
-            run(ladder_graph(12).tocsc(), "column", backend),
+            synthetic.ladder_bipartite_graph(12).tocsc(),
+            run(synthetic.ladder_bipartite_graph(12).tocsc(), "column", backend),
             "column",
         )
         == 37
     )
-    blocks = sp.block_diag([ladder_graph(14)] * 50, format="csr")
+    blocks = sp.block_diag([synthetic.ladder_bipartite_graph(14)] * 50, format="csr")
     assert check_matching_fast(blocks, run(blocks, "row", backend)) == blocks.shape[0]
     for n in (1, 10, 5000):
-        graph = chain_graph(n)
+        graph = synthetic.chain_bipartite_graph(n)
         assert check_matching_fast(graph, run(graph, "row", backend)) == n + 1
 
 
 def test_grid_graphs(backend, rng):
     for side, holes in [(8, 0.0), (9, 0.0), (30, 0.1), (60, 0.2)]:
-        graph = grid_graph(rng, side, holes)
+        graph = synthetic.grid_bipartite_graph(side, rng, holes)
         want = maxflow_cardinality(graph)
         assert check_matching_fast(graph, run(graph, "row", backend)) == want
         assert check_matching(graph, run(graph, "column", backend), "column") == want
@@ -277,7 +228,7 @@ def test_gpu_repeated_runs_are_valid(rng):
     graphs = [
         random_graph(rng, 30000, 30000, 5 / 30000),
         random_graph(rng, 20000, 35000, 3 / 35000),
-        grid_graph(rng, 120, 0.1),
+        synthetic.grid_bipartite_graph(120, rng, 0.1),
         perfect_graph(rng, 20000, 40000),
     ]
     for graph in graphs:
