@@ -1,9 +1,10 @@
 """CPU emulation (numba) of the GPU assignment solver's large-problem path.
 
-Runs the same algorithm as ``assign_keep_rows`` / ``assign_auction_rows`` /
-``assign_global_update`` of ``kernels/assignment.cu`` in synchronous rounds (every
-free row bids against the prices of the round's start; per column the highest
-(price, row) word wins, as the 64-bit atomicMax does), to count what the GPU's time
+Runs the algorithm of ``kernels/assignment_rows.cu`` without its candidate lists (every
+scan reads the whole row until arc fixing leaves a row at most ``--kcap`` arcs, which is
+how the GPU path first worked) in synchronous rounds (every free row bids against the
+prices of the round's start; per column the highest (price, row) word wins, as the
+64-bit atomicMax does), to count what the GPU's time
 follows: rounds per phase (the sequential tail), row scans, scanned entries, and the
 Bellman-Ford sweeps of the global price updates. Checks every total against SciPy.
 

@@ -70,7 +70,8 @@ if want grabcut && have_data grabcut; then
 fi
 if want assignment; then
     python3 -P benchmarks/bench_assignment.py --backend cpu gpu \
-        --single 1000 4000 8000 --geometric-max-n 8000 --baseline-max-n geometric=1000 \
+        --single 1000 4000 8000 --geometric-max-n 4000 --baseline-max-n geometric=1000 \
+        --gpu-repeat 7 --repeat 3 \
         --json "$OUT/bench_assignment.json" 2>&1 | tee "$OUT/bench_assignment.log" || rc=1
 fi
 if want graph; then

@@ -2,8 +2,9 @@
 
 Part 1 (``--diff N``): N random 2-D and 3-D grids (1 x 1 up to ~300 x 300 and 40^3; zero
 capacities, directed arcs, capacities near int32 max with arc-pair sums <= 2**31 - 1,
-small tiles that put most arcs on a tile border), each solved once on the CPU
-(``vision_cuts._maxflow_cpu.maxflow_grid_cpu``) and ``--repeats`` times on the GPU. A
+small tiles that put most arcs on a tile border, random solver settings), each solved
+once on the CPU (``vision_cuts._maxflow_cpu.maxflow_grid_cpu``) and ``--repeats`` times
+on the GPU (``--jobs N``: their kernels compiled first in N processes). A
 case passes when every GPU flow equals the CPU flow and the capacity of every GPU cut
 (``grid_graph(...).energy(labels)``) equals the flow. Races would show up as GPU answers
 that vary between repeats.
@@ -19,7 +20,7 @@ its flow. ``--configs`` times other solver settings (see ``parse_configs``);
 Usage (vision_cuts installed, or importable with its ``kernels`` package; in a plain
 source tree ``vision_cuts.kernels`` does not exist, see benchmarks/NOTES_gpu_grid.md)::
 
-    python -P benchmarks/gpu_grid_check.py --diff 300 --repeats 3 --seed 6 7
+    python -P benchmarks/gpu_grid_check.py --diff 300 --repeats 3 --seed 6 7 --jobs 16
     python -P benchmarks/gpu_grid_check.py --bench --profile --sizes 0.3 2 4 8 \
         --volumes 128 256 --runs 7 --configs "def;def,tail2;def,scan1"
 """
@@ -170,6 +171,15 @@ def random_case(i, rng):
         kw["_walk"] = 0.0
     elif q < 0.6:
         kw["_walk"] = 2.0
+    if rng.random() < 0.7:  # BFS launch: 0 gbfs_persistent, else gbfs_fused bits
+        kw["bfs_mode"] = int(rng.integers(0, 64))
+    q = rng.random()  # persistent push launches: never, in the tail, every round
+    if q < 0.3:
+        kw["_persist"] = 0.0
+    elif q < 0.5:
+        kw["_persist"] = 1 / 1024
+    elif q < 0.8:
+        kw["_persist"] = 2.0
     return kind, shape, s, t, e, kw
 
 
@@ -178,8 +188,21 @@ def _solver_with_knobs():
     ``_reuse`` (module settings of vision_cuts._maxflow_gpu) as extra keywords."""
     from vision_cuts import _maxflow_gpu
 
-    def solve(*args, defines=None, _pipeline=None, _reuse=None, _walk=None, **kw):
-        saved = (_maxflow_gpu._PIPELINE, _maxflow_gpu._REUSE, _maxflow_gpu._WALK_BELOW)
+    def solve(
+        *args,
+        defines=None,
+        _pipeline=None,
+        _reuse=None,
+        _walk=None,
+        _persist=None,
+        **kw,
+    ):
+        saved = (
+            _maxflow_gpu._PIPELINE,
+            _maxflow_gpu._REUSE,
+            _maxflow_gpu._WALK_BELOW,
+            _maxflow_gpu._PERSIST_BELOW,
+        )
         _maxflow_gpu._EXTRA_DEFINES.clear()
         _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
         if _pipeline is not None:
@@ -188,6 +211,8 @@ def _solver_with_knobs():
             _maxflow_gpu._REUSE = _reuse
         if _walk is not None:
             _maxflow_gpu._WALK_BELOW = _walk
+        if _persist is not None:
+            _maxflow_gpu._PERSIST_BELOW = _persist
         try:
             return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
         finally:
@@ -196,9 +221,53 @@ def _solver_with_knobs():
                 _maxflow_gpu._PIPELINE,
                 _maxflow_gpu._REUSE,
                 _maxflow_gpu._WALK_BELOW,
+                _maxflow_gpu._PERSIST_BELOW,
             ) = saved
 
     return solve
+
+
+def _compile_job(job):
+    """Compile the kernel modules one solver setting needs (in a worker process)."""
+    ndim, tile, bfs_tile, defines = job
+    from vision_cuts import _maxflow_gpu
+
+    _maxflow_gpu._EXTRA_DEFINES.clear()
+    _maxflow_gpu._EXTRA_DEFINES.update(dict(defines))
+    if tile is None:
+        tile = _maxflow_gpu._TILES[ndim]
+    if bfs_tile is None:
+        bfs_tile = (
+            _maxflow_gpu._BFS_TILES[ndim] if tile == _maxflow_gpu._TILES[ndim] else tile
+        )
+    _maxflow_gpu._Solver((8,) * ndim, tuple(tile), tuple(bfs_tile))
+    return job
+
+
+def precompile(jobs, workers):
+    """Fill CuPy's kernel cache for the given (ndim, tile, bfs_tile, defines items)
+    settings in ``workers`` processes (the solves then load the compiled modules)."""
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = sorted(set(jobs), key=repr)
+    t0 = time.perf_counter()
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        list(pool.map(_compile_job, jobs))
+    log(f"precompiled {len(jobs)} settings in {time.perf_counter() - t0:.1f} s")
+
+
+def case_jobs(count, seeds):
+    """The compile settings of the differential cases of ``seeds``."""
+    jobs = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        for i in range(count):
+            kind, shape, s, t, e, kw = random_case(i, rng)
+            defines = tuple(sorted((kw.get("defines") or {}).items()))
+            jobs.append((len(shape), kw.get("tile"), kw.get("bfs_tile"), defines))
+    return jobs
 
 
 def diff_test(count, repeats, seed, out):
@@ -298,10 +367,12 @@ def parse_configs(text):
     ``titN`` tail_iters, ``tXxYxZ`` tile, ``btXxYxZ`` bfs_tile, ``g0`` no CUDA graph,
     ``def`` nothing (the defaults), ``wbF`` path walks in the rounds that start with
     fewer than F * n active nodes (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every
-    round), ``pipeN`` rounds in flight
+    round), ``ppF`` persistent push launches in the rounds that start with fewer than
+    F * n active nodes (``_maxflow_gpu._PERSIST_BELOW``), ``bmN`` the mode bits of the
+    global relabel launch (``bfs_mode``), ``pipeN`` rounds in flight
     (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, and
     compile-time constants through ``_maxflow_gpu._EXTRA_DEFINES``: ``mbN``
-    (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``stats1``
+    (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``sleepN`` (BFS_SLEEP), ``stats1``
     (PR_STATS: push and BFS tiles and rounds per round, in the profile).
     """
     if not text:
@@ -320,12 +391,18 @@ def parse_configs(text):
                 defines["PR_MIN_BLOCKS"] = int(tok[2:])
             elif tok == "stats1":
                 defines["PR_STATS"] = 1
+            elif tok.startswith("sleep"):
+                defines["BFS_SLEEP"] = int(tok[5:])
             elif tok.startswith("pipe"):
                 kw["_pipeline"] = int(tok[4:])
             elif tok == "reuse0":
                 kw["_reuse"] = False
             elif tok.startswith("wb"):
                 kw["_walk"] = float(tok[2:])
+            elif tok.startswith("pp"):
+                kw["_persist"] = float(tok[2:])
+            elif tok.startswith("bm"):
+                kw["bfs_mode"] = int(tok[2:])
             elif tok.startswith("tit"):
                 kw["tail_iters"] = int(tok[3:])
             elif tok.startswith("bt"):
@@ -472,10 +549,19 @@ def main():
         action="store_true",
         help="one more solve per config with CUDA-event phase times",
     )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="compile the kernels of the differential cases in this many processes "
+        "first",
+    )
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     a = ap.parse_args()
     configs = parse_configs(a.configs)
     bad = 0
+    if a.diff and a.jobs > 1:
+        precompile(case_jobs(a.diff, a.seed), a.jobs)
     if a.diff:
         for seed in a.seed:
             bad += diff_test(a.diff, a.repeats, seed, a.out)

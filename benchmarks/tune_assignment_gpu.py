@@ -1,10 +1,11 @@
 """Mapping and alpha sweep of the GPU assignment solver (device-resident costs).
 
 Times ``linear_sum_assignment(_batched)`` with the kernel choice and ``ALPHA`` of
-``vision_cuts._assignment_gpu`` overridden: warp-per-problem against block-per-problem
-for batched stacks, the row kernels against one block for a single n = 1000 problem,
-and alpha in {4, 10, 30}. Uniform integer costs in [0, 1000). Medians of 3 runs after
-a warm-up.
+``vision_cuts._assignment_gpu`` overridden: ``sa_solve`` against the earlier
+warp-per-problem and block-per-problem kernels (``SMALL_FUSED = False``) for batched
+stacks, the row kernels against one block for a single n = 1000 problem, and alpha in
+{4, 10, 30} (``ALPHA``; ``sa_solve`` keeps ``SMALL_ALPHA`` for N <= 32). Uniform
+integer costs in [0, 1000). Medians of 3 runs after a warm-up.
 
     python benchmarks/tune_assignment_gpu.py
     python benchmarks/tune_assignment_gpu.py --knobs   # global updates, arc fixing
@@ -84,12 +85,15 @@ def main():
     from vision_cuts import linear_sum_assignment, linear_sum_assignment_batched
 
     rng = np.random.default_rng(0)
-    default = (g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N)
+    default = (g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N, g.SMALL_FUSED)
+    legacy = {"SMALL_FUSED": False}  # assign_small_warp / assign_small_block
     cases = [
-        ("10000x32 warp", (10000, 32, 32), {}),
-        ("10000x32 block", (10000, 32, 32), {"_WARP_MAX_N": 0}),
-        ("1000x128 block", (1000, 128, 128), {}),
-        ("1000x128 warp", (1000, 128, 128), {"_WARP_MAX_N": 128}),
+        ("10000x32 fused", (10000, 32, 32), {}),
+        ("10000x32 warp", (10000, 32, 32), legacy),
+        ("10000x32 block", (10000, 32, 32), {**legacy, "_WARP_MAX_N": 0}),
+        ("1000x128 fused", (1000, 128, 128), {}),
+        ("1000x128 block", (1000, 128, 128), legacy),
+        ("1000x128 warp", (1000, 128, 128), {**legacy, "_WARP_MAX_N": 128}),
         ("1x1000 rows", (1, 1000, 1000), {}),
         ("1x1000 block", (1, 1000, 1000), {"_BLOCK_MAX_N": 1000}),
     ]
@@ -97,7 +101,7 @@ def main():
         for label, shape, over in cases:
             if alpha != 10 and "block" in label and "128" not in label:
                 continue
-            g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N = default
+            g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N, g.SMALL_FUSED = default
             g.ALPHA = alpha
             for k, v in over.items():
                 setattr(g, k, v)
@@ -105,11 +109,11 @@ def main():
             t = timed(lambda c=costs: linear_sum_assignment_batched(c, backend="gpu"))
             print(f"alpha {alpha:3d} {label:>16}: {t * 1e3:9.3f} ms", flush=True)
         cost = cupy.asarray(rng.integers(0, 1000, (4000, 4000)).astype(np.float64))
-        g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N = default
+        g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N, g.SMALL_FUSED = default
         g.ALPHA = alpha
         t = timed(lambda c=cost: linear_sum_assignment(c, backend="gpu"), 1)
         print(f"alpha {alpha:3d} {'1x4000 rows':>16}: {t * 1e3:9.3f} ms", flush=True)
-    g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N = default
+    g.ALPHA, g._WARP_MAX_N, g._BLOCK_MAX_N, g.SMALL_FUSED = default
 
 
 if __name__ == "__main__":

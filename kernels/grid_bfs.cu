@@ -25,6 +25,16 @@
 //                    neighbour tile across each face where a height dropped. It returns
 //                    when pending reaches 0. Blocks wait for each other (a flagged tile
 //                    is relaxed only by its owner), hence the residency bound on G.
+//   gbfs_fused       gbfs_persistent with options, the runtime argument `mode` (bits,
+//                    see BFS_INIT ... BFS_CHAIN below; grid sized the same way): a
+//                    first pass over all tiles from the initial heights (1 / VC_INF
+//                    from tcap, so gbfs_init is not launched; flags and pending must
+//                    then be 0, as gpr_init and every finished BFS leave them), then a
+//                    grid barrier (ctrl[1], ctrl[2]); the active count of
+//                    gpr_count_active at the end (pflags, cnt, out, on the push tiles
+//                    given by their counts and log2 sides); one flag and one pending
+//                    update a visit; claims by one exchange; pending read with the
+//                    flags; and chained visits (heights then lowered by atomicMin).
 // Relaxation inside a tile: BFS_SCAN = 0 (default), one-step rounds h(u) = min over
 // the arcs of h(v) + 1 with one barrier each, until nothing changes; BFS_SCAN = 1, per
 // axis a segmented min-plus scan along each line of the tile by warp shuffles (lines of
@@ -40,7 +50,8 @@
 //
 // Compile-time constants (common.cuh): NDIM, TILE_X, TILE_Y, TILE_Z, IDX_T, VC_INF;
 // BFS_SCAN (default 0; 1 needs every tile side a power of two <= 32); PR_STATS
-// (default 0; 1 adds tiles relaxed and relaxation rounds to pstats[3..4]).
+// (default 0; 1 adds tiles relaxed and relaxation rounds to pstats[3..4], those of the
+// first pass of BFS_INIT to pstats[5..6]); BFS_SLEEP (ns an idle block sleeps).
 #include "common.cuh"
 
 #ifndef BFS_SCAN
@@ -48,6 +59,9 @@
 #endif
 #ifndef PR_STATS
 #define PR_STATS 0
+#endif
+#ifndef BFS_SLEEP
+#define BFS_SLEEP 256  // ns an idle block of gbfs_fused sleeps between polls
 #endif
 #if BFS_SCAN && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                  (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
@@ -264,6 +278,331 @@ gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
             }
             __syncthreads();
             if (s_done) return;
+        }
+    }
+}
+
+// Initial heights of the halo of a tile (1 where the neighbour has a residual sink arc,
+// VC_INF otherwise or outside the grid), for the first pass of BFS_INIT: like
+// vc_load_halo, from tcap instead of h. Returns whether this thread loaded a finite one.
+__device__ __forceinline__ bool vc_halo_init(int* s_h, const int* __restrict__ tcap,
+                                             const vc_node& a, int nx, int ny, int nz) {
+    const int x = a.tx * TILE_X + a.lx;
+    const int y = a.ty * TILE_Y + a.ly;
+    bool fin = false;
+#define VC_HALO_INIT(cond, dst, off)                                   \
+    {                                                                  \
+        const int v = (cond) && tcap[a.g + (off)] > 0 ? 1 : VC_INF;    \
+        s_h[dst] = v;                                                  \
+        fin |= v < VC_INF;                                             \
+    }
+    if (a.lx == 0) VC_HALO_INIT(a.inside && x > 0, a.hi - 1, -1)
+    if (a.lx == TILE_X - 1) VC_HALO_INIT(a.inside && x + 1 < nx, a.hi + 1, 1)
+    if (a.ly == 0) VC_HALO_INIT(a.inside && y > 0, a.hi - VC_HX, -(IDX_T)nx)
+    if (a.ly == TILE_Y - 1) VC_HALO_INIT(a.inside && y + 1 < ny, a.hi + VC_HX, (IDX_T)nx)
+#if NDIM == 3
+    const int z = a.tz * TILE_Z + a.lz;
+    const IDX_T plane = (IDX_T)nx * ny;
+    if (a.lz == 0) VC_HALO_INIT(a.inside && z > 0, a.hi - VC_HX * VC_HY, -plane)
+    if (a.lz == TILE_Z - 1)
+        VC_HALO_INIT(a.inside && z + 1 < nz, a.hi + VC_HX * VC_HY, plane)
+#else
+    (void)nz;
+#endif
+#undef VC_HALO_INIT
+    return fin;
+}
+
+// Residual-arc mask of this thread's node (bit k: arc plane k has residual capacity).
+__device__ __forceinline__ unsigned int vc_arc_mask(const int* __restrict__ rc,
+                                                    const vc_node& a, IDX_T n) {
+    unsigned int m = 0;
+    if (a.inside) {
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
+    }
+    return m;
+}
+
+// Faces of this thread's node that border another tile (bit k: the neighbour in
+// direction k lies in an existing neighbour tile).
+__device__ __forceinline__ unsigned int vc_border_faces(const vc_node& a, int ntx, int nty,
+                                                        int ntz) {
+    unsigned int f = 0;
+#pragma unroll
+    for (int k = 0; k < VC_K; ++k)
+        if (!vc_in_tile(a, k) && vc_tile_exists(a, k, ntx, nty, ntz)) f |= 1u << k;
+    return f;
+}
+
+// Grid-wide barrier of a persistent launch (every block resident), called by one
+// thread per block: bar[0] counts arrivals, bar[1] is the generation. The last block
+// to arrive resets the count and opens the next generation.
+__device__ __forceinline__ void vc_grid_barrier(int* bar) {
+    const int gen = *(volatile int*)&bar[1];
+    __threadfence();  // the generation is read before this block arrives
+    if (atomicAdd(&bar[0], 1) == (int)gridDim.x - 1) {
+        atomicExch(&bar[0], 0);
+        __threadfence();
+        atomicAdd(&bar[1], 1);
+    } else {
+        while (*(volatile int*)&bar[1] == gen) __nanosleep(64);
+    }
+    __threadfence();
+}
+
+// mode bits of gbfs_fused (a runtime argument, uniform over the launch)
+#define BFS_INIT 1    // first pass from tcap (replaces gbfs_init), then a grid barrier
+#define BFS_COUNT 2   // count the active nodes at the end (replaces gpr_count_active)
+#define BFS_AGG 4     // one flag update and one pending update a tile visit
+#define BFS_CLAIM 8   // claim flagged tiles by one exchange, without a read first
+#define BFS_POLL 16   // read pending together with the flags, not after them
+#define BFS_CHAIN 32  // with BFS_AGG: go on with a neighbour tile this visit flags
+
+extern "C" __global__ void __launch_bounds__(VC_NT)
+gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
+           int* __restrict__ pstats, const int* __restrict__ tcap,
+           const vc_u64* __restrict__ ex, int* __restrict__ pflags, int* __restrict__ cnt,
+           int nx, int ny, int nz, int ntx, int nty, int ntz, int pntx, int pnty, int pntz,
+           int plx, int ply, int plz, int mode, IDX_T n) {
+    if (*(volatile int*)out == 0) return;  // no active node left: this round is a no-op
+    __shared__ int s_h[VC_HN];
+    __shared__ unsigned char s_m[VC_NT];
+    __shared__ int s_list[VC_NT];
+    __shared__ int s_cnt;
+    __shared__ int s_done;
+    __shared__ int s_pend;
+    __shared__ int s_next;
+    __shared__ unsigned int s_face[2];
+    const int ntiles = ntx * nty * ntz;
+    const int G = gridDim.x;
+    const int t = threadIdx.x;
+    const bool agg = (mode & BFS_AGG) != 0;
+    const bool chain = agg && (mode & BFS_CHAIN) != 0;
+
+    // ---- first pass (BFS_INIT): every tile of this block from the initial heights --
+    // Heights start at 1 (residual sink arc) or VC_INF, halo included, so no stale
+    // height of the push phase is ever read; each tile is relaxed to its fixed point
+    // and written whole. A neighbour tile relaxed against an initial border height
+    // that has dropped since is flagged; the grid barrier then publishes every height
+    // before any block reads another block's tiles.
+    if (mode & BFS_INIT) {
+        int added = 0;  // thread 0: tiles this block flagged
+        int j = 0;
+        for (int tile = blockIdx.x; tile < ntiles; tile += G, ++j) {
+            int tx, ty, tz;
+            vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
+            const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
+            if (t == 0) s_face[j & 1] = 0u;
+            const int h0 = a.inside && tcap[a.g] > 0 ? 1 : VC_INF;
+            s_h[a.hi] = h0;
+            const bool fin = vc_halo_init(s_h, tcap, a, nx, ny, nz) || h0 < VC_INF;
+            if (__syncthreads_or(fin)) {
+                s_m[t] = (unsigned char)vc_arc_mask(rc, a, n);
+                __syncthreads();
+                const int rounds = vc_relax_tile(s_h, s_m);
+#if PR_STATS
+                if (t == 0) {
+                    atomicAdd(&pstats[5], 1);
+                    atomicAdd(&pstats[6], rounds);
+                }
+#else
+                (void)rounds;
+#endif
+            }
+            const int hh = s_h[a.hi];
+            if (a.inside) __stcg(h + a.g, hh);
+            if (hh < h0) {
+                const unsigned int f = vc_border_faces(a, ntx, nty, ntz);
+                if (f) atomicOr(&s_face[j & 1], f);
+            }
+            __syncthreads();  // s_face complete; s_h, s_m free for the next tile
+            if (t == 0) {
+                const unsigned int f = s_face[j & 1];
+#pragma unroll
+                for (int k = 0; k < VC_K; ++k)
+                    if ((f >> k) & 1u)
+                        added += atomicExch(&flags[tile + vc_tile_off(k, ntx, nty)], 1) == 0;
+            }
+        }
+        __threadfence();  // heights and flags before the barrier
+        __syncthreads();
+        if (t == 0) {
+            if (added) atomicAdd(&ctrl[0], added);
+            vc_grid_barrier(ctrl + 1);
+        }
+        __syncthreads();
+    }
+
+    // ---- relax flagged tiles until none is flagged or being relaxed ---------------
+    while (true) {
+        int claimed = 0;
+        // my tiles are blockIdx.x + j * G; thread t looks at j = chunk + t
+        for (int chunk = 0; blockIdx.x + chunk * G < ntiles; chunk += VC_NT) {
+            if (t == 0) s_cnt = 0;
+            __syncthreads();
+            const int cand = blockIdx.x + (chunk + t) * G;
+            bool got = false;
+            if (cand < ntiles) {
+                if (mode & BFS_CLAIM)
+                    got = atomicExch(&flags[cand], 0) != 0;
+                else
+                    got = *(volatile int*)&flags[cand] != 0 &&
+                          atomicExch(&flags[cand], 0) != 0;
+            }
+            if (got) s_list[atomicAdd(&s_cnt, 1)] = cand;
+            // pending == 0 at any moment ends the BFS for good (no tile flagged or
+            // being relaxed, so none can be flagged again): it may be read before
+            // the flags are
+            if ((mode & BFS_POLL) && chunk == 0 && t == 0) s_pend = *(volatile int*)&ctrl[0];
+            // the claim is ordered before the heights are read
+            if (got || !agg) __threadfence();
+            __syncthreads();
+            const int cnt_here = s_cnt;
+            for (int i = 0; i < cnt_here; ++i) {
+                int tile = s_list[i];
+                // BFS_CHAIN: after a visit that lowers border heights, the block relaxes
+                // one of the neighbour tiles across those faces itself, without
+                // flagging it (it stays counted in pending while it is relaxed): the
+                // front moves on without waiting for the owner to poll and claim. A
+                // tile may then be relaxed by two blocks at once, so the heights are
+                // lowered by atomicMin; every drop still flags (or chains to) the tiles
+                // that read it.
+                while (true) {
+                    int tx, ty, tz;
+                    vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
+                    const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
+                    if (agg && t == 0) s_face[0] = 0u;  // thread 0 alone reads it (below)
+                    const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
+                    s_h[a.hi] = h0;
+                    s_m[t] = (unsigned char)vc_arc_mask(rc, a, n);  // rc is constant here
+                    vc_load_halo<true>(s_h, h, a, nx, ny, nz);
+                    __syncthreads();
+                    const int rounds = vc_relax_tile(s_h, s_m);
+#if PR_STATS
+                    if (t == 0) {
+                        atomicAdd(&pstats[3], 1);  // tiles relaxed
+                        atomicAdd(&pstats[4], rounds);
+                    }
+#else
+                    (void)rounds;
+                    (void)pstats;
+#endif
+                    const int hh = s_h[a.hi];
+                    if (a.inside && hh < h0) {
+                        if (chain)
+                            atomicMin(h + a.g, hh);
+                        else
+                            __stcg(h + a.g, hh);
+                        __threadfence();  // visible before the neighbour's flag
+                        const unsigned int f = vc_border_faces(a, ntx, nty, ntz);
+                        if (agg) {
+                            if (f) atomicOr(&s_face[0], f);
+                        } else {
+#pragma unroll
+                            for (int k = 0; k < VC_K; ++k) {
+                                if ((f >> k) & 1u) {
+                                    const int nb = tile + vc_tile_off(k, ntx, nty);
+                                    if (atomicExch(&flags[nb], 1) == 0) atomicAdd(&ctrl[0], 1);
+                                }
+                            }
+                        }
+                    }
+                    __syncthreads();  // s_h, s_m (and s_face) free for the next tile
+                    if (agg && t == 0) {
+                        // the neighbours this visit flagged, less the visit itself: one
+                        // update, so pending never drops before the new flags count
+                        const unsigned int f = s_face[0];
+                        int add = -1;
+                        int next = -1;
+#pragma unroll
+                        for (int k = 0; k < VC_K; ++k) {
+                            if ((f >> k) & 1u) {
+                                const int nb = tile + vc_tile_off(k, ntx, nty);
+                                if (chain && next < 0) {
+                                    next = nb;  // relaxed next by this block
+                                    ++add;
+                                } else {
+                                    add += atomicExch(&flags[nb], 1) == 0;
+                                }
+                            }
+                        }
+                        if (add) atomicAdd(&ctrl[0], add);
+                        s_next = next;
+                    }
+                    if (!chain) break;
+                    __syncthreads();  // s_next (the heights were fenced by their writers)
+                    tile = s_next;
+                    if (tile < 0) break;
+                }
+            }
+            if (!agg && cnt_here && t == 0) {
+                __threadfence();
+                atomicSub(&ctrl[0], cnt_here);  // after the flags these tiles set
+            }
+            claimed += cnt_here;
+            __syncthreads();  // s_cnt free
+        }
+        if (claimed == 0) {
+            if (mode & BFS_POLL) {  // s_pend was read in the first chunk
+                if (s_pend == 0) break;  // uniform: read after a barrier
+                if (t == 0) __nanosleep(BFS_SLEEP);
+                continue;  // the next barrier is the first chunk's
+            }
+            if (t == 0) {
+                s_done = *(volatile int*)&ctrl[0] == 0;
+                if (!s_done) __nanosleep(BFS_SLEEP);
+            }
+            __syncthreads();
+            if (s_done) break;
+        }
+    }
+    if (!(mode & BFS_COUNT)) return;
+
+    // ---- count the active nodes (BFS_COUNT): as gpr_count_active, on the push tiles
+    // (sides 1 << plx, 1 << ply, 1 << plz), block b counting push tiles b, b + G, ...;
+    // pflags[push tile] = whether it holds one; the last block (ticket cnt[1]) moves
+    // the total to out[0]. Every block read out[0] at its start, before its ticket.
+    __threadfence();  // pending was 0: every height is final and visible
+    const int pnt = 1 << (plx + ply + plz);
+    const int pntiles = pntx * pnty * pntz;
+    int mine = 0;
+    for (int pt = blockIdx.x; pt < pntiles; pt += G) {
+        const int ptx = pt % pntx;
+        const int pr = pt / pntx;
+        const int pty = pr % pnty;
+        const int ptz = pr / pnty;
+        int c = 0;
+#pragma unroll 4
+        for (int j = t; j < pnt; j += VC_NT) {
+            const int x = (ptx << plx) + (j & ((1 << plx) - 1));
+            const int y = (pty << ply) + ((j >> plx) & ((1 << ply) - 1));
+            const int z = (ptz << plz) + (j >> (plx + ply));
+            if (x < nx && y < ny && z < nz) {
+                const IDX_T g = ((IDX_T)z * ny + y) * nx + x;
+                const vc_u64 e = ex[g];
+                const int hh = __ldcg(h + g);
+                c += (e > 0 && hh < VC_INF) ? 1 : 0;
+            }
+        }
+        const int any = __syncthreads_or(c);
+        if (t == 0) pflags[pt] = any != 0;
+        mine += c;
+    }
+    mine = __reduce_add_sync(VC_NT >= 32 ? 0xffffffffu : (1u << (VC_NT & 31)) - 1u, mine);
+    if (t == 0) s_cnt = 0;
+    __syncthreads();
+    if ((t & 31) == 0 && mine) atomicAdd(&s_cnt, mine);
+    __syncthreads();
+    if (t == 0) {
+        const int c = s_cnt;
+        if (c) atomicAdd(&cnt[0], c);
+        __threadfence();
+        if (atomicAdd(&cnt[1], 1) == G - 1) {  // the last block
+            __threadfence();
+            const int total = atomicExch(&cnt[0], 0);
+            cnt[1] = 0;
+            *(volatile int*)out = total;
         }
     }
 }

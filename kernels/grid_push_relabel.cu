@@ -14,10 +14,13 @@
 //                     and the BFS tile flags and pending counter (grid_bfs.cu) zeroed.
 //   gpr_push_tile     one block per tile of one checkerboard colour: grid =
 //                     ceil(ntx / 2) * nty * ntz blocks; a block with no tile returns.
+//   gpr_push_persist  the same sweep by fewer blocks (the resident ones), each running
+//                     the flagged tiles of the slots b, b + G, ... in turn (optional).
 //   gpr_count_active  one block of PR_COUNT_NT (<= 256) threads per tile: count the
 //                     active nodes (ex > 0, finite height) into out[0] and set the tile
 //                     flags; a no-op once out[0] == 0 (the host may queue rounds past
-//                     the end of the solve; see the kernel).
+//                     the end of the solve; see the kernel). Used where the BFS launch
+//                     does not count (grid_bfs.cu, BFS_COUNT).
 //   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
 //                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
 //                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
@@ -74,6 +77,8 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
         cnt[0] = 0;
         cnt[1] = 0;
         bctrl[0] = 0;  // no BFS tile pending
+        bctrl[1] = 0;  // the grid barrier of gbfs_fused (BFS_INIT)
+        bctrl[2] = 0;
     }
     for (IDX_T i = gid; i < nbtiles; i += stride) bflags[i] = 0;
     for (IDX_T i = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -84,22 +89,26 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
     }
 }
 
-extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
-gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
-              int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ pstats,
-              int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
-              int hmax, IDX_T n) {
-    // ---- which tile ---------------------------------------------------------------
+// Tile (tx, ty, tz) of the checkerboard colour `colour` of launch slot c (0 <= c <
+// ceil(ntx / 2) * nty * ntz); tx >= ntx where the slot has no tile.
+__device__ __forceinline__ void vc_colour_tile(int c, int colour, int ntx, int nty, int& tx,
+                                               int& ty, int& tz) {
     const int nhx = (ntx + 1) / 2;
-    const int bx = blockIdx.x % nhx;
-    const int row = blockIdx.x / nhx;
-    const int ty = row % nty;
-    const int tz = row / nty;
-    const int tx = 2 * bx + ((colour + ty + tz) & 1);
-    if (tx >= ntx) return;
-    const int tile = (tz * nty + ty) * ntx + tx;
-    if (flags[tile] == 0) return;  // uniform over the block
+    const int bx = c % nhx;
+    const int row = c / nhx;
+    ty = row % nty;
+    tz = row / nty;
+    tx = 2 * bx + ((colour + ty + tz) & 1);
+}
 
+// One push / relabel tile run (see the header): block-wide, ends synchronised.
+__device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex,
+                                             int* __restrict__ h, int* __restrict__ tcap,
+                                             int* __restrict__ flags,
+                                             int* __restrict__ pstats, int tx, int ty,
+                                             int tz, int nx, int ny, int nz, int ntx,
+                                             int nty, int iters, int hmax, IDX_T n) {
+    const int tile = (tz * nty + ty) * ntx + tx;
     __shared__ int s_h[2][VC_HN];  // heights, double-buffered: round i reads [i & 1]
     __shared__ int s_rc[VC_K][VC_NT];
     __shared__ unsigned char s_touch[VC_NT];  // a neighbour pushed to this node
@@ -215,6 +224,58 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
 #if !PR_STATS
     (void)pstats;
 #endif
+}
+
+extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
+gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
+              int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ pstats,
+              int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
+              int hmax, IDX_T n) {
+    (void)ntz;
+    int tx, ty, tz;
+    vc_colour_tile(blockIdx.x, colour, ntx, nty, tx, ty, tz);
+    if (tx >= ntx) return;
+    if (flags[(tz * nty + ty) * ntx + tx] == 0) return;  // uniform over the block
+    vc_push_tile(rc, ex, h, tcap, flags, pstats, tx, ty, tz, nx, ny, nz, ntx, nty, iters,
+                 hmax, n);
+}
+
+// The same sweep by a persistent grid (fewer blocks than tiles of the colour, at most
+// as many as the GPU holds at once): block b reads the flags of the slots b, b + G,
+// ... together, then runs its flagged tiles one after the other. In the tail, where
+// few tiles are flagged, this saves launching and retiring the empty blocks of
+// gpr_push_tile. The tiles of one launch are independent, so the order does not change
+// the result.
+extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
+gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
+                 int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ pstats,
+                 int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
+                 int hmax, IDX_T n) {
+    __shared__ int s_list[VC_NT];
+    __shared__ int s_n;
+    const int slots = (ntx + 1) / 2 * nty * ntz;
+    const int G = gridDim.x;
+    const int t = threadIdx.x;
+    for (int chunk = 0; blockIdx.x + chunk * G < slots; chunk += VC_NT) {
+        if (t == 0) s_n = 0;
+        __syncthreads();
+        const int c = blockIdx.x + (chunk + t) * G;
+        if (c < slots) {
+            int tx, ty, tz;
+            vc_colour_tile(c, colour, ntx, nty, tx, ty, tz);
+            const int tile = (tz * nty + ty) * ntx + tx;
+            if (tx < ntx && flags[tile] != 0) s_list[atomicAdd(&s_n, 1)] = tile;
+        }
+        __syncthreads();
+        const int m = s_n;
+        for (int i = 0; i < m; ++i) {
+            int tx, ty, tz;
+            vc_tile_of_block(s_list[i], ntx, nty, tx, ty, tz);
+            vc_push_tile(rc, ex, h, tcap, flags, pstats, tx, ty, tz, nx, ny, nz, ntx, nty,
+                         iters, hmax, n);
+        }
+        __syncthreads();  // s_n, s_list free
+    }
 }
 
 // Count the active nodes (ex > 0, finite height) and set flags[tile] to whether the

@@ -291,6 +291,34 @@ def test_agrees_with_cpu(rng):
         assert costs[b][rg[b], cg[b]].sum() == costs[b][rc[b], cc[b]].sum()
 
 
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize(
+    "shape", [(40, 12, 7), (30, 32, 32), (10, 40, 33), (4, 90, 120)]
+)
+def test_small_kernels_float_forbidden(rng, monkeypatch, fused, shape):
+    # quantised float costs with forbidden pairs (sa_solve: scaled costs near or
+    # above 2**27, so 64-bit reductions soon or from the start), and the earlier
+    # small kernels (SMALL_FUSED = False) on the same kind of stacks
+    cupy = pytest.importorskip("cupy")
+    from vision_cuts import _assignment_gpu as g
+
+    monkeypatch.setattr(g, "SMALL_FUSED", fused)
+    nb, n, m = shape
+    k = min(n, m)
+    for maximize in (False, True):
+        costs = rng.random(shape) * 100
+        forbid = rng.random(shape) < 0.4
+        for i in range(nb):
+            forbid[i, rng.permutation(n)[:k], rng.permutation(m)[:k]] = False
+        costs[forbid] = -np.inf if maximize else np.inf
+        r, c = linear_sum_assignment_batched(
+            cupy.asarray(costs), maximize, backend="gpu"
+        )
+        r, c = r.get(), c.get()
+        for b in range(nb):
+            check(costs[b], r[b], c[b], maximize)
+
+
 @pytest.mark.parametrize(
     ("update", "fixing", "cand", "gu_bids"),
     [
@@ -343,3 +371,48 @@ def test_global_update_and_arc_fixing(rng, monkeypatch, update, fixing, cand, gu
             assert run["stats"]["global_updates"] == 0
     if update:
         assert updates > 0
+
+
+@pytest.mark.parametrize(
+    ("alpha", "quiet", "batch", "cand"),
+    [(64, 16, 8, 256), (2, 1, 1, 256), (10, 16, 8, 8), (100, 1, 8, 64)],
+)
+def test_rows_candidate_lists(rng, monkeypatch, alpha, quiet, batch, cand):
+    # the large-problem path scans candidate lists of at most _ROW_CAND arcs with a
+    # lower bound of the arcs left out, rebuilt when they run dry; any alpha and
+    # polling setting gives the optimum, and the prices of a run (without arc
+    # fixing) certify it over every arc
+    cupy = pytest.importorskip("cupy")
+    from vision_cuts import _assignment_gpu as g
+
+    monkeypatch.setattr(g, "ROW_ALPHA", alpha)
+    monkeypatch.setattr(g, "_ROW_QUIET", quiet)
+    monkeypatch.setattr(g, "_ROW_BID_BATCH", batch)
+    monkeypatch.setattr(g, "_ROW_CAND", cand)
+    for kind, shape in [
+        ("lowint", (1, 800, 800)),
+        ("geometric", (1, 600, 500)),
+        ("ties", (2, 400, 400)),
+        ("forbidden", (1, 300, 450)),
+    ]:
+        costs = make_cost(rng, kind, shape)
+        r, c = linear_sum_assignment_batched(cupy.asarray(costs), backend="gpu")
+        r, c = r.get(), c.get()
+        for b in range(shape[0]):
+            check(costs[b], r[b], c[b], False)
+        r, c, status, run = g.linear_sum_assignment_batched_gpu(
+            cupy.asarray(costs), False, return_prices=True
+        )
+        assert not status.any()
+        r, c = r.get(), c.get()
+        for b in range(shape[0]):
+            check(costs[b], r[b], c[b], False)
+        S = run["S"].get().astype(np.int64)
+        p, col = run["prices"].get(), run["col4row"].get()
+        d = S + p[:, None, :]
+        held = np.take_along_axis(d, col[:, :, None].astype(np.int64), 2)[..., 0]
+        assert np.all(held <= d.min(axis=2) + 1)
+        stats = run["stats"]
+        assert stats["phases"] == len(g.schedule(run["plan"].smax, alpha))
+        assert stats["list_builds"] >= stats["phases"]  # every row, every phase
+        assert stats["bids"] > 0

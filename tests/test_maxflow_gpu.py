@@ -118,6 +118,14 @@ def test_near_int32_capacities(shape, rng):
         {"walk_below": 0},
         {"walk_below": 10**9},
         {"walk_below": 10**9, "sweeps_per_relabel": 1, "local_iters": 1},
+        {"bfs_mode": 0},
+        {"bfs_mode": 31},
+        {"bfs_mode": 3, "walk_below": 10**9},
+        {"bfs_mode": 28, "sweeps_per_relabel": 1},
+        {"persist_below": 10**9},
+        {"persist_below": 10**9, "bfs_mode": 31, "tile": (4, 4, 1)},
+        {"persist_below": 0, "bfs_mode": 0},
+        {"bfs_mode": 63, "bfs_tile": (2, 1, 1)},
     ],
 )
 def test_tuning_knobs_do_not_change_the_answer(knobs, rng):
@@ -247,8 +255,9 @@ def test_warm_start_matches_cold(shape, rng):
         f_cpu, _, _ = maxflow_grid_cpu(s, t, e)
         assert cut.flow == f_cpu
         cold = maxflow_grid(g, backend="gpu")
-        assert np.array_equal(cp.asnumpy(cp.asarray(cut.labels)),
-                              cp.asnumpy(cp.asarray(cold.labels)))
+        assert np.array_equal(
+            cp.asnumpy(cp.asarray(cut.labels)), cp.asnumpy(cp.asarray(cold.labels))
+        )
         assert isinstance(cut.labels, cp.ndarray) == (step % 2 == 1)
     assert warm_used == 5
 

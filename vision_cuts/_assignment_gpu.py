@@ -1,6 +1,8 @@
 """GPU linear assignment: epsilon-scaling cost scaling (auction form), CuPy + CUDA.
 
-Reduction (done here, on the device, with CuPy array operations):
+Reduction (on the device; one measuring pass, ``sa_stats``, then either applied by
+``sa_solve`` while it loads each small problem, or by CuPy array operations into the
+scaled copy that the other kernels read):
 
 1. Orient every problem so that it has no more rows than columns (transpose when
    ``n > m``), negate for ``maximize``, and pad to square ``N x N`` (``N = max(n, m)``)
@@ -31,18 +33,30 @@ checked before launching: integer costs whose range is too large for it raise
 ``ValueError``, float costs get fewer quantisation levels. The kernels also flag an
 overflow instead of wrapping.
 
-Kernels (``kernels/assignment.cu``), chosen by problem size ``N``:
+Kernels, chosen by problem size ``N``:
 
-* ``N <= 32``: ``assign_small_warp``, one warp per problem (eight per block), one row
-  per lane, all phases in one launch; shared-memory column words.
-* ``32 < N <= 256``: ``assign_small_block``, one block per problem, a thread per row.
-* ``N > 256``: per phase ``assign_keep_rows`` and ``assign_auction_rows``, a warp per
-  row over all rows of the stack, global-memory column words, a persistent launch of
-  as many blocks as are co-resident. The auction stops after ``GU_BIDS * free rows +
-  GU_MIN_BIDS`` bids for a global price update (``assign_global_update``, Bellman-Ford
-  to the free columns, ``GLOBAL_UPDATE``), then resumes; after each phase every row
-  keeps only its arcs within ``N * eps`` of its pair when they number at most
-  ``_ROW_CAND`` (arc fixing, ``ARC_FIXING``; see ``kernels/assignment.cu``).
+* ``N <= 256`` (where one problem's N x N scaled costs fit in a block's shared
+  memory, i.e. ``N`` up to about 237 with int32 costs): ``sa_solve``
+  (``kernels/assignment_small.cu``), one warp per problem, reading the stack as given
+  (no scaled copy), all phases in one launch, Gauss-Seidel auction (one free row bids
+  at a time) with the prices and owners of ``N / 32`` columns in each lane's
+  registers and 32-bit warp reductions while the prices allow (eps divided by
+  ``SMALL_ALPHA`` between phases for ``N <= 32``, by ``ALPHA`` above); it writes the
+  assignment in the caller's orientation and the per-problem status itself.
+* Otherwise ``N <= 32``: ``assign_small_warp`` (``kernels/assignment.cu``), one warp
+  per problem (eight per block), one row per lane, all phases in one launch;
+  shared-memory column words. ``32 < N <= 256``: ``assign_small_block``, one block
+  per problem, a thread per row (``SMALL_FUSED = False`` selects these two).
+* ``N > 256``: ``assign_rows_solve`` (``kernels/assignment_rows.cu``), every phase in
+  one persistent launch (grid barriers between the steps; eps divided by
+  ``ROW_ALPHA``), a warp per row over all rows of the stack, global-memory column
+  words. Each row scans a candidate list of at most ``_ROW_CAND`` of its arcs, kept
+  with a lower bound of the reduced costs of the arcs left out, rebuilt from the whole
+  row at each phase and when the list can no longer name the row's best arc. The bids
+  stop after ``GU_BIDS * free rows + GU_MIN_BIDS`` for a global price update
+  (Bellman-Ford over the lists to the free columns, ``GLOBAL_UPDATE``), then resume;
+  a row whose left-out arcs all lie ``N * eps`` above its pair at the end of a phase
+  keeps only its list from then on (arc fixing, ``ARC_FIXING``).
 
 References
 ----------
@@ -58,6 +72,7 @@ M. Łupińska, "Parallel implementation of flow and matching algorithms", 2011.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -83,11 +98,21 @@ _BLOCK_MAX_N = 256  # assign_small_block up to this N, the row kernels above
 _WARP_PROBLEMS = 8  # problems (warps) per block of assign_small_warp
 _ROW_BLOCK = 256  # ASSIGN_BLOCK
 _ROW_MIN_BLOCKS = 4  # ASSIGN_MIN_BLOCKS: co-resident blocks per SM
-_ROW_CAND = 256  # ASSIGN_CAND: longest arc list of a row after arc fixing
-GLOBAL_UPDATE = True  # global price updates in the row kernels' phases
-ARC_FIXING = True  # per-row arc lists after each phase (row kernels)
+_ROW_CAND = 256  # ASSIGN_CAND: longest candidate list of a row
+GLOBAL_UPDATE = True  # global price updates (large-problem path)
+ARC_FIXING = True  # rows keep only their lists once the rest is fixed
 GU_BIDS = 4  # a global update after GU_BIDS * (free rows) + GU_MIN_BIDS bids
 GU_MIN_BIDS = 64
+SMALL_FUSED = True  # N <= _BLOCK_MAX_N: sa_solve (assignment_small.cu) where it fits
+_FUSED_WARPS = 4  # problems per block of sa_solve for N <= 32 (one per block above)
+_FUSED_MIN_BLOCKS = 1  # SA_MINB: co-resident blocks per SM asked of the compiler
+SMALL_ALPHA = 30  # epsilon divisor of sa_solve for N <= 32 (ALPHA above that)
+_STATS_BLOCKS = 1024  # most blocks of sa_stats (256 threads each)
+_OVERFLOW = 3  # sa_solve status of a price overflow
+ROW_ALPHA = 64  # epsilon divisor of the large-problem path (measured: fewer phases pay)
+_ROW_MAX_PHASES = 56  # R_MAX_PHASES
+_ROW_QUIET = 16  # ASSIGN_QUIET: idle warps poll the counters every this many passes
+_ROW_BID_BATCH = 8  # ASSIGN_BID_BATCH: bids added to the shared count in batches
 
 
 def schedule(smax: int, alpha: int = ALPHA) -> list[int]:
@@ -202,64 +227,92 @@ def float_tolerance(cost: np.ndarray) -> float:
 
 
 def prepare(xp: Any, costs: Any, maximize: bool) -> dict:
-    """Orient, negate and measure a (B, n, m) stack; ``xp`` is numpy or cupy.
+    """Measure a (B, n, m) stack in one pass; ``xp`` is numpy or cupy.
 
-    Returns a dict with ``x`` (oriented float64 / int64 costs, rows <= columns),
-    ``transposed``, ``invalid`` (a NaN or wrong-sign infinity: nothing else is set),
-    ``fin`` (finite mask or None) and ``plan``.
+    Returns a dict with ``raw`` (the costs as given, C-contiguous float64 / int64),
+    ``x`` (its oriented view, rows <= columns; not negated: ``neg`` says whether the
+    kernels and :func:`scaled` negate for ``maximize``), ``transposed``, ``invalid``
+    (a NaN or wrong-sign infinity: nothing else is set), ``fin`` (finite mask of ``x``
+    where a pair is forbidden, else None) and ``plan``. On the GPU the measurement is
+    one kernel (``sa_stats``: finite min and max, forbidden pairs, integrality) and one
+    read of its per-block results.
     """
     x = costs
     kind = x.dtype.kind
-    if kind == "b":
-        x = x.astype(xp.int64)
-    elif kind == "u" and x.dtype.itemsize == 8 and x.size and int(x.max()) >= 2**62:
+    if kind == "u" and x.dtype.itemsize == 8 and x.size and int(x.max()) >= 2**62:
         raise ValueError(
             f"costs must be below 2**62 for the GPU solver, got "
             f"{int(x.max())}; use backend='cpu'"
         )
-    elif kind in "iu":
-        x = x.astype(xp.int64)
-    else:
-        x = x.astype(xp.float64)
-    if maximize:
-        x = -x
+    x = xp.ascontiguousarray(x, dtype=xp.int64 if kind in "biu" else xp.float64)
     transposed = x.shape[1] > x.shape[2]
-    if transposed:
-        x = x.transpose(0, 2, 1)
-    n, N = x.shape[1:]
-    out = {"x": x, "transposed": transposed, "invalid": False, "fin": None}
+    n, N = sorted(x.shape[1:])
+    out = {
+        "raw": x,
+        "x": x.transpose(0, 2, 1) if transposed else x,
+        "neg": bool(maximize),
+        "transposed": transposed,
+        "invalid": False,
+        "fin": None,
+    }
+    lo, hi, flags = _stats(xp, x, bool(maximize))
     if x.dtype.kind == "i":
-        lo, hi = (int(v) for v in xp.stack([x.min(), x.max()]).tolist())
         out["plan"] = make_plan(n, N, lo, hi, False, True)
         return out
-    fin = xp.isfinite(x)
-    inf = xp.float64(np.inf)
-    stats = (
-        xp.stack(
-            [
-                xp.isnan(x).any() | (x == -inf).any(),
-                (~fin).any(),
-                xp.where(fin, x, inf).min(),
-                xp.where(fin, x, -inf).max(),
-                xp.where(fin, x == xp.rint(x), True).all(),
-            ]
-        )
-        .astype(xp.float64)
-        .tolist()
-    )
-    invalid, forbidden, lo, hi, integral = stats
-    if invalid:
+    if flags & 1:
         out["invalid"] = True
         return out
-    if not np.isfinite(lo):  # nothing finite: every pair forbidden
+    if not flags & 8:  # nothing finite: every pair forbidden
         lo = hi = 0.0
-    forbidden = bool(forbidden)
-    integral = bool(integral) and max(abs(lo), abs(hi)) <= _EXACT_FLOAT
+    forbidden = bool(flags & 2)
+    integral = not flags & 4 and max(abs(lo), abs(hi)) <= _EXACT_FLOAT
     if hi == lo:
         integral = True
-    out["fin"] = fin if forbidden else None
+    out["fin"] = xp.isfinite(out["x"]) if forbidden else None
     out["plan"] = make_plan(n, N, lo, hi, forbidden, integral)
     return out
+
+
+_SIGN = 1 << 63
+
+
+def _stats(xp: Any, x: Any, neg: bool) -> tuple:
+    """(min, max, flags) of the (negated where ``neg``) stack ``x``: flags 1 = NaN or
+    -inf, 2 = +inf, 4 = a finite non-integer, 8 = some finite value (always set for
+    int64); min and max over the finite values (0 where there are none)."""
+    if xp is np:
+        v = -x if neg else x
+        if v.dtype.kind == "i":
+            return int(v.min()), int(v.max()), 8
+        fin = np.isfinite(v)
+        flags = (1 if (np.isnan(v).any() or (v == -np.inf).any()) else 0) | (
+            2 if (v == np.inf).any() else 0
+        )
+        if not fin.any():
+            return 0.0, 0.0, flags
+        vals = v[fin]
+        flags |= 8 | (0 if np.all(vals == np.rint(vals)) else 4)
+        return float(vals.min()), float(vals.max()), flags
+    total = x.size
+    blocks = max(1, min(_STATS_BLOCKS, -(-total // 4096)))
+    part = xp.empty((blocks, 3), dtype=xp.uint64)
+    mod = get_module("assignment_small.cu", {"SA_F64": int(x.dtype.kind == "f")})
+    get_kernel(mod, "sa_stats")(
+        (blocks,), (256,), (x, np.int64(total), np.int32(neg), part)
+    )
+    h = part.get()
+    kmin, kmax = int(h[:, 0].min()), int(h[:, 1].max())
+    flags = int(np.bitwise_or.reduce(h[:, 2]))
+    if x.dtype.kind == "i":
+        return tuple(
+            (k ^ _SIGN) - (1 << 64) if (k ^ _SIGN) >= _SIGN else k ^ _SIGN
+            for k in (kmin, kmax)
+        ) + (flags,)
+    if not flags & 8:
+        return 0.0, 0.0, flags
+    bits = [k ^ _SIGN if k & _SIGN else ~k & ((1 << 64) - 1) for k in (kmin, kmax)]
+    lo, hi = np.array(bits, dtype=np.uint64).view(np.float64).tolist()
+    return lo, hi, flags
 
 
 def scaled(xp: Any, prep: dict, transposed_layout: bool) -> Any:
@@ -267,10 +320,13 @@ def scaled(xp: Any, prep: dict, transposed_layout: bool) -> Any:
     x, plan, fin = prep["x"], prep["plan"], prep["fin"]
     B = x.shape[0]
     n, N = plan.n, plan.N
+    lo = plan.lo if x.dtype.kind == "i" else xp.float64(plan.lo)
+    # (-x) - lo == (-lo) - x exactly (IEEE negation and addition), one pass less
+    d = (-lo - x) if prep.get("neg") else (x - lo)
     if plan.levels is None:
-        q = x - (plan.lo if x.dtype.kind == "i" else xp.float64(plan.lo))
+        q = d
     else:
-        q = xp.rint((x - plan.lo) * (plan.levels / plan.span))
+        q = xp.rint(d * (plan.levels / plan.span))
         q = xp.clip(q, 0, plan.levels)
     if fin is not None:
         q = xp.where(fin, q, plan.big)
@@ -306,15 +362,7 @@ def finish(xp: Any, prep: dict, col4row: Any) -> tuple:
 
 
 def _module(plan: Plan) -> Any:
-    return get_module(
-        "assignment.cu",
-        {
-            "COST_T": plan.cost_t,
-            "ASSIGN_BLOCK": _ROW_BLOCK,
-            "ASSIGN_MIN_BLOCKS": _ROW_MIN_BLOCKS,
-            "ASSIGN_CAND": _ROW_CAND,
-        },
-    )
+    return get_module("assignment.cu", {"COST_T": plan.cost_t})
 
 
 def _solve_small(cp: Any, S: Any, plan: Plan) -> tuple:
@@ -348,98 +396,164 @@ def _solve_small(cp: Any, S: Any, plan: Plan) -> tuple:
     return col4row, prices, err
 
 
+@functools.cache
+def _shared_optin(device: int) -> int:
+    """Most dynamic shared memory one block may ask for on ``device``."""
+    import cupy as cp
+
+    attr = getattr(cp.cuda.runtime, "cudaDevAttrMaxSharedMemoryPerBlockOptin", 97)
+    return int(cp.cuda.runtime.deviceGetAttribute(attr, device))
+
+
+def _fused_geometry(plan: Plan, device: int) -> tuple | None:
+    """``(columns per lane, row stride, area, warps per block, shared bytes)`` of
+    ``sa_solve`` for this plan, or None where it does not apply (``N`` above
+    ``_BLOCK_MAX_N``, or the N x N costs of one problem exceed shared memory)."""
+    N = plan.N
+    if not SMALL_FUSED or N > _BLOCK_MAX_N:
+        return None
+    per_lane = 1 if N <= 32 else 2 if N <= 64 else 4 if N <= 128 else 8
+    ws = -(-N // per_lane) * per_lane
+    item = 4 if plan.cost_t == "int" else 8
+    area = (N * ws * item + 15) // 16 * 16 // item
+    per_warp = area * item + 4 * N
+    wpb = _FUSED_WARPS if per_lane == 1 else 1
+    if per_warp > _shared_optin(device):
+        return None
+    while wpb > 1 and wpb * per_warp > _shared_optin(device):
+        wpb //= 2
+    return per_lane, ws, area, wpb, wpb * per_warp
+
+
+def _solve_small_fused(cp: Any, prep: dict, geometry: tuple, want: bool) -> tuple:
+    """``sa_solve`` on the stack as given: ``(row_ind, col_ind, status, col4row,
+    prices)``, the last two (of the padded problems) only with ``want``."""
+    plan, raw = prep["plan"], prep["raw"]
+    per_lane, ws, area, wpb, shared = geometry
+    B, n, N = raw.shape[0], plan.n, plan.N
+    f64 = raw.dtype.kind == "f"
+    mod = get_module(
+        "assignment_small.cu",
+        {
+            "SA_C": per_lane,
+            "SA_LONG": int(plan.cost_t != "int"),
+            "SA_F64": int(f64),
+            "SA_WARPS": wpb,
+            "SA_MINB": _FUSED_MIN_BLOCKS,
+        },
+    )
+    kernel = get_kernel(mod, "sa_solve")
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = shared
+    rows = cp.empty((B, n), dtype=cp.int64)
+    cols = cp.empty((B, n), dtype=cp.int64)
+    status = cp.empty(B, dtype=cp.int8)
+    col4row = cp.empty((B, N) if want else 1, dtype=cp.int32)
+    prices = cp.empty((B, N) if want else 1, dtype=cp.int64)
+    quantise = plan.levels is not None
+    args = (
+        raw,
+        np.int32(B),
+        np.int32(n),
+        np.int32(N),
+        np.int32(prep["transposed"]),
+        np.int32(prep["neg"]),
+        np.float64(plan.lo if f64 else 0.0),
+        np.int64(0 if f64 else plan.lo),
+        np.float64(plan.levels / plan.span if quantise else 0.0),
+        np.int64(plan.levels if quantise else 0),
+        np.int32(quantise),
+        np.int64(-1 if plan.big is None else plan.big),
+        np.int64(plan.smax),
+        np.int32(SMALL_ALPHA if N <= 32 else ALPHA),
+        np.int32(ws),
+        np.int32(area),
+        rows,
+        cols,
+        status,
+        col4row,
+        prices,
+        np.int32(want),
+    )
+    kernel(((B + wpb - 1) // wpb,), (32 * wpb,), args, shared_mem=shared)
+    status = status.get()
+    if (status == _OVERFLOW).any():
+        raise RuntimeError(
+            "GPU assignment: price overflow (the bound checked before "
+            f"the launch was violated; plan {plan})"
+        )
+    return rows, cols, status, col4row, prices
+
+
 def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
+    """Every phase in one persistent launch of ``assign_rows_solve``."""
     B, N = S.shape[0], plan.N
     total = B * N
-    mod = _module(plan)
-    keep = get_kernel(mod, "assign_keep_rows")
-    auction = get_kernel(mod, "assign_auction_rows")
-    update = get_kernel(mod, "assign_global_update")
+    if len(schedule(plan.smax, ROW_ALPHA)) > _ROW_MAX_PHASES:
+        raise ValueError(
+            f"alpha {ROW_ALPHA} gives more than {_ROW_MAX_PHASES} phases for costs up "
+            f"to {plan.smax}; use a larger alpha"
+        )
+    mod = get_module(
+        "assignment_rows.cu",
+        {
+            "COST_T": plan.cost_t,
+            "ASSIGN_BLOCK": _ROW_BLOCK,
+            "ASSIGN_MIN_BLOCKS": _ROW_MIN_BLOCKS,
+            "ASSIGN_CAND": _ROW_CAND,
+            "ASSIGN_QUIET": _ROW_QUIET,
+            "ASSIGN_BID_BATCH": _ROW_BID_BATCH,
+        },
+    )
+    kernel = get_kernel(mod, "assign_rows_solve")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    grid = (sms * _ROW_MIN_BLOCKS,)
-    block = (_ROW_BLOCK,)
+    lists = N > _ROW_CAND
     mask = np.uint64((1 << plan.bits) - 1)
     words = cp.full((B, N), mask, dtype=cp.uint64)
     col4row = cp.full((B, N), -1, dtype=cp.int32)
-    state = cp.zeros(4, dtype=cp.int32)  # count, err, bids, sweeps
-    count, err, bids, sweeps = state[0:1], state[1:2], state[2:3], state[3:4]
-    ncand = cp.full(total, -1, dtype=cp.int32)
-    cand = cp.empty(total * _ROW_CAND if fixing else 1, dtype=cp.int32)
-    if GLOBAL_UPDATE:
-        dist = cp.empty(total, dtype=cp.uint64)
-        sync = cp.zeros(8, dtype=cp.uint32)
-    stats = {"global_updates": 0, "phases": 0}
-    prev = None
-    for eps in schedule(plan.smax, ALPHA):
-        count.fill(0)
-        fix = N * prev if fixing and prev is not None else 0
-        e, tot, n32, b32 = (
-            np.int64(eps),
+    cand = cp.empty(total * _ROW_CAND if lists else 1, dtype=cp.int32)
+    candc = cp.empty(total * _ROW_CAND if lists else 1, dtype=S.dtype)
+    ncand = cp.full(total, 0 if lists else -1, dtype=cp.int32)
+    lowb = cp.full(total, -1 if lists else np.iinfo(np.int64).max, dtype=cp.int64)
+    dist = cp.empty(total, dtype=cp.uint64)
+    sync = cp.zeros(8, dtype=cp.uint32)
+    state = cp.zeros(64 + 16 * _ROW_MAX_PHASES, dtype=cp.uint64)  # R_STATE
+    kernel(
+        (sms * _ROW_MIN_BLOCKS,),
+        (_ROW_BLOCK,),
+        (
+            S,
+            words,
+            col4row,
+            cand,
+            candc,
+            ncand,
+            lowb,
+            dist,
+            sync,
+            state,
             np.int32(total),
             np.int32(N),
+            np.int64(plan.smax),
+            np.int32(ROW_ALPHA),
             np.int32(plan.bits),
-        )
-        keep(
-            grid,
-            block,
-            (S, words, col4row, count, tot, n32, e, b32, cand, ncand, np.int64(fix)),
-        )
-        stats["phases"] += 1
-        prev = eps
-        while True:
-            c, bad, nbids, _ = (int(v) for v in state.get())
-            if c >= total or bad:
-                break
-            budget = nbids + GU_BIDS * (total - c) + GU_MIN_BIDS
-            if not GLOBAL_UPDATE or budget >= _INT32_MAX:
-                budget = _INT32_MAX
-            auction(
-                grid,
-                block,
-                (
-                    S,
-                    words,
-                    col4row,
-                    count,
-                    err,
-                    tot,
-                    n32,
-                    e,
-                    b32,
-                    cand,
-                    ncand,
-                    bids,
-                    np.int32(budget),
-                ),
-            )
-            if budget == _INT32_MAX:
-                continue
-            c, bad, nbids, _ = (int(v) for v in state.get())
-            if c >= total or bad:
-                break
-            if nbids > 2**30:
-                bids.fill(0)
-            update(
-                grid,
-                block,
-                (
-                    S,
-                    words,
-                    col4row,
-                    cand,
-                    ncand,
-                    dist,
-                    sync,
-                    err,
-                    sweeps,
-                    tot,
-                    n32,
-                    e,
-                    b32,
-                ),
-            )
-            stats["global_updates"] += 1
-    stats["sweeps"] = int(sweeps.get()[0])
+            np.int32(bool(fixing)),
+            np.int32(bool(GLOBAL_UPDATE)),
+            np.int64(GU_BIDS),
+            np.int64(GU_MIN_BIDS),
+        ),
+    )
+    st = [int(v) for v in state.get()]
+    stats = {
+        "bids": st[32],
+        "sweeps": st[2],
+        "global_updates": st[3],
+        "list_builds": st[4],
+        "list_fallbacks": st[5],
+        "phases": st[6],
+        "ms": [round(v / 1e6, 3) for v in st[16:19]],  # keep, bids, updates
+    }
+    err = cp.asarray([st[0]], dtype=cp.int32)
     prices = (words >> np.uint64(plan.bits)).astype(cp.int64)
     return col4row, prices, err, stats
 
@@ -496,6 +610,22 @@ def linear_sum_assignment_batched_gpu(
         empty = cp.zeros((B, k), dtype=cp.int64)
         out = (empty, empty.copy(), np.full(B, INVALID, dtype=np.int8))
         return out + ({},) if return_prices else out
+    geometry = _fused_geometry(prep["plan"], cp.cuda.Device().id)
+    if geometry is not None:
+        rows, cols, status, col4row, prices = _solve_small_fused(
+            cp, prep, geometry, return_prices
+        )
+        if not return_prices:
+            return rows, cols, status
+        run = {
+            "plan": prep["plan"],
+            "S": scaled(cp, prep, transposed_layout=False),
+            "prices": prices,
+            "col4row": col4row,
+            "transposed_layout": False,
+            "stats": {},
+        }
+        return rows, cols, status, run
     # arc fixing keeps the prices eps-optimal on the kept arcs only: a run whose
     # prices are returned (a certificate over the whole matrix) goes without it
     col4row, prices, S, stats = solve_scaled(cp, prep, fixing=not return_prices)

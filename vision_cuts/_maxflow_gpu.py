@@ -7,15 +7,19 @@ sink capacity and int32 heights per node. The kernels are in ``kernels/``:
 * ``grid_push_relabel.cu``: terminal cancellation (``min(s, t)`` goes straight
   through), the tiled push-relabel launch (one block per tile of one checkerboard
   colour, up to ``local_iters`` push / relabel rounds per tile in shared memory; pushes
-  across the tile border go to the idle neighbour tile in global memory), the
-  active-node count, and the final labels and flow.
+  across the tile border go to the idle neighbour tile in global memory; optionally a
+  persistent grid of resident blocks instead, ``gpr_push_persist``), the active-node
+  count (where the BFS launch does not count), and the final labels and flow.
 * ``grid_bfs.cu``: the global relabel, a BFS from the sink over residual arcs by tiled
   chaotic relaxation in one persistent launch (each resident block owns a fixed set of
   tiles, relaxes the flagged ones to their fixed point in shared memory and flags the
   neighbour tiles whose border heights dropped, until no tile is flagged). Unreached
   nodes get height ``INF``: they can never reach the sink again (gap). Its tiles
   (``bfs_tile``) are smaller than the push tiles: more resident blocks hide more of the
-  latency of each tile visit.
+  latency of each tile visit. In 3-D by default (``_BFS_MODE``) the launch is
+  ``gbfs_fused``, which first sets and relaxes the initial heights of all tiles (then
+  a grid barrier) and ends by counting the active nodes and flagging the push tiles
+  that hold them.
 
 Loop: global relabel; while some node with excess can reach the sink, run
 ``sweeps_per_relabel`` sweeps (both colours) and relabel again. One round (the sweeps
@@ -76,6 +80,20 @@ _PIPELINE = 2
 # than this fraction of the nodes active: off by default, they cost more than they
 # save (benchmarks/NOTES_gpu_grid.md, v12)
 _WALK_BELOW = 0.0
+# global relabel launches per grid dimension: 0 = gbfs_init, gbfs_persistent and
+# gpr_count_active; otherwise gbfs_fused with these mode bits (init and count
+# launched where their bit is missing): BFS_INIT (1) the first pass starts from the
+# terminal arcs in the BFS launch, BFS_COUNT (2) the active count at its end, BFS_AGG
+# (4) one flag and pending update a tile visit, BFS_CLAIM (8) claims by one exchange,
+# BFS_POLL (16) pending read together with the flags, BFS_CHAIN (32, with 4) a visit
+# goes on with a neighbour tile it would flag. 3-D: 1 + 2 (H200: 128^3 1.56 -> 1.32
+# ms, 256^3 7.78 -> 7.07); 2-D: 0 (the fused launch was no faster there; the other
+# bits measured no faster anywhere; benchmarks/NOTES_gpu_grid.md, v13)
+_BFS_MODE = {2: 0, 3: 3}
+# persistent push launches (gpr_push_persist, one resident grid reading the tile
+# flags, instead of one block a tile) in the rounds that start with fewer than this
+# fraction of the nodes active; 0 = never (the default: measured slower, v13)
+_PERSIST_BELOW = 0.0
 _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for reuse
 _RING = 64  # slots of the pinned buffer the active counts are copied into
 _cache = threading.local()
@@ -184,11 +202,13 @@ class _Solver:
         )
         self.k_init = get_kernel(pr, "gpr_init")
         self.k_push = get_kernel(pr, "gpr_push_tile")
+        self.k_push_persist = get_kernel(pr, "gpr_push_persist")
         self.k_count = get_kernel(pr, "gpr_count_active")
         self.k_finish = get_kernel(pr, "gpr_finish")
         self.k_walk = get_kernel(pr, "gpr_walk")
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         self.k_bfs = get_kernel(bfs, "gbfs_persistent")
+        self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
 
         self.key = None
         self.graphs: dict = {}  # (sweeps, local iters) -> captured CUDA graph or None
@@ -201,10 +221,10 @@ class _Solver:
         self.tcap = cupy.empty(n, dtype=cupy.int32)
         self.pflags = cupy.empty(self.ntiles, dtype=cupy.int32)
         self.bflags = cupy.empty(self.bntiles, dtype=cupy.int32)
-        self.ctrl = cupy.zeros(1, dtype=cupy.int32)
+        self.ctrl = cupy.zeros(4, dtype=cupy.int32)  # BFS pending, grid barrier (2)
         self.out = cupy.zeros(1, dtype=cupy.int32)  # active nodes after the last count
         self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
-        self.pstats = cupy.zeros(5, dtype=cupy.int32)  # PR_STATS counters (profiling)
+        self.pstats = cupy.zeros(8, dtype=cupy.int32)  # PR_STATS counters (profiling)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
@@ -213,6 +233,17 @@ class _Solver:
         self.btdims = (np.int32(self.bntx), np.int32(self.bnty), np.int32(self.bntz))
         self.init_grid = (max(1, min(-(-n // _INIT_BLOCK), 65535)),)
         self.bfs_blocks = min(self.bntiles, _resident_blocks(self.k_bfs, self.bnt))
+        self.fused_blocks = min(
+            self.bntiles, _resident_blocks(self.k_bfs_fused, self.bnt)
+        )
+        # push tiles as the BFS launch counts them (BFS_COUNT): counts and log2 sides
+        self.ptdims = self.tdims + tuple(
+            np.int32(int(v).bit_length() - 1) for v in tile
+        )
+        self.slots = (-(-self.ntx // 2)) * self.nty * self.ntz  # tiles of one colour
+        self.persist_blocks = min(
+            self.slots, _resident_blocks(self.k_push_persist, self.nt)
+        )
 
     def load(self, source: Any, sink: Any, edges: Any, host: bool) -> None:
         """Copy the inputs into the solver's own buffers (on the current stream)."""
@@ -241,40 +272,69 @@ class _Solver:
             ),
         )
 
-    def global_relabel(self, mark=None, walk: bool = False) -> None:
+    def global_relabel(self, mark=None, walk: bool = False, mode: int = 0) -> None:
         """BFS from the sink, then count the active nodes into ``out[0]`` (no sync).
 
-        ``mark(name)``, if given, is called after each of the three launches."""
-        self.k_bfs_init(
-            self.init_grid,
-            (_INIT_BLOCK,),
-            (
-                self.tcap,
-                self.h,
-                self.bflags,
-                self.ctrl,
-                np.int32(self.bntiles),
-                self.out,
-                self.idx(self.n),
-            ),
-        )
+        ``mode``: 0 (gbfs_persistent) or the bits of gbfs_fused (see ``_BFS_MODE``);
+        the separate init and count kernels run where the BFS launch does not do their
+        work. ``mark(name)``, if given, is called after the init, the BFS and the walks
+        (the caller marks the count)."""
+        if walk:
+            mode &= ~2  # the walks come before the count
+        if not mode & 1:
+            self.k_bfs_init(
+                self.init_grid,
+                (_INIT_BLOCK,),
+                (
+                    self.tcap,
+                    self.h,
+                    self.bflags,
+                    self.ctrl,
+                    np.int32(self.bntiles),
+                    self.out,
+                    self.idx(self.n),
+                ),
+            )
         if mark:
             mark("relabel_init")
-        self.k_bfs(
-            (self.bfs_blocks,),
-            (self.bnt,),
-            (
-                self.rc,
-                self.h,
-                self.bflags,
-                self.ctrl,
-                self.out,
-                self.pstats,
-                *self.dims,
-                *self.btdims,
-                self.idx(self.n),
-            ),
-        )
+        if mode == 0:
+            self.k_bfs(
+                (self.bfs_blocks,),
+                (self.bnt,),
+                (
+                    self.rc,
+                    self.h,
+                    self.bflags,
+                    self.ctrl,
+                    self.out,
+                    self.pstats,
+                    *self.dims,
+                    *self.btdims,
+                    self.idx(self.n),
+                ),
+            )
+        else:
+            self.k_bfs_fused(
+                (self.fused_blocks,),
+                (self.bnt,),
+                (
+                    self.rc,
+                    self.h,
+                    self.bflags,
+                    self.ctrl,
+                    self.out,
+                    self.pstats,
+                    self.tcap,
+                    self.ex,
+                    self.pflags,
+                    self.cnt,
+                    *self.dims,
+                    *self.btdims,
+                    *self.ptdims,
+                    np.int32(mode),
+                    self.idx(self.n),
+                ),
+            )
         if mark:
             mark("relabel_bfs")
         if walk:
@@ -294,6 +354,8 @@ class _Solver:
             )
             if mark:
                 mark("relabel_walk")
+        if mode & 2:
+            return
         self.k_count(
             (self.ntiles,),
             (min(self.nt, 256),),  # PR_COUNT_NT
@@ -308,12 +370,15 @@ class _Solver:
             ),
         )
 
-    def sweeps(self, count: int, local_iters: int) -> None:
-        """Push-relabel sweeps: both checkerboard colours, one launch each."""
-        grid = ((-(-self.ntx // 2)) * self.nty * self.ntz,)
+    def sweeps(self, count: int, local_iters: int, persist: bool = False) -> None:
+        """Push-relabel sweeps: both checkerboard colours, one launch each (one block
+        a tile, or with ``persist`` a resident grid that reads the tile flags)."""
+        kernel, grid = self.k_push, (self.slots,)
+        if persist:
+            kernel, grid = self.k_push_persist, (self.persist_blocks,)
         for _ in range(count):
             for colour in (0, 1):
-                self.k_push(
+                kernel(
                     grid,
                     (self.nt,),
                     (
@@ -405,6 +470,8 @@ def maxflow_grid_gpu(
     tail_sweeps: int | None = None,
     tail_iters: int | None = None,
     walk_below: int | None = None,
+    persist_below: int | None = None,
+    bfs_mode: int | None = None,
     max_rounds: int | None = None,
     graph: bool = True,
     profile: bool = False,
@@ -463,6 +530,17 @@ def maxflow_grid_gpu(
         After the global relabel of a round that starts with fewer than this many
         active nodes, each active node sends its excess down the new distance labels
         (``gpr_walk``); default 0 (no walks: measured slower).
+    persist_below : int, optional
+        Rounds that start with fewer than this many active nodes push with a
+        persistent grid of resident blocks (``gpr_push_persist``) instead of one block
+        a tile; default ``n * _PERSIST_BELOW``.
+    bfs_mode : int, optional
+        The global relabel launch (default ``_BFS_MODE``: 0 in 2-D, 3 in 3-D): 0 the
+        BFS kernel alone (``gbfs_persistent``), else ``gbfs_fused`` with these bits: 1
+        the initial heights in the BFS launch, 2 the active count in it, 4 one flag
+        and pending update a tile visit, 8 claims by one exchange, 16 pending read
+        together with the tile flags, 32 (with 4) a visit goes on with a neighbour
+        tile it would flag.
     max_rounds : int, optional
         Give up (``RuntimeError``) after this many global relabels; default unlimited.
     graph : bool
@@ -535,6 +613,11 @@ def maxflow_grid_gpu(
     tail_iters = local_iters if tail_iters is None else int(tail_iters)
     if walk_below is None:
         walk_below = int(n * _WALK_BELOW)
+    if persist_below is None:
+        persist_below = int(n * _PERSIST_BELOW)
+    bfs_mode = int(_BFS_MODE[ndim] if bfs_mode is None else bfs_mode)
+    if not 0 <= bfs_mode <= 63:
+        raise ValueError(f"bfs_mode must be in [0, 63], got {bfs_mode}")
     if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:
         raise ValueError(
             "local_iters, sweeps_per_relabel, tail_sweeps and tail_iters must be >= 1, "
@@ -560,12 +643,14 @@ def maxflow_grid_gpu(
 
         pr_stats = profile and bool(_EXTRA_DEFINES.get("PR_STATS"))
 
-        def one_round(count: int, iters: int, walk: bool) -> None:
+        def one_round(
+            count: int, iters: int, walk: bool, persist: bool, mode: int
+        ) -> None:
             if pr_stats:
                 solver.pstats.fill(0)
-            solver.sweeps(count, iters)
+            solver.sweeps(count, iters, persist)
             mark("push")
-            solver.global_relabel(mark if profile else None, walk)
+            solver.global_relabel(mark if profile else None, walk, mode)
             mark("relabel_count")
             if pr_stats:
                 tile_stats.append(solver.pstats.get(stream=stream).tolist())
@@ -573,7 +658,7 @@ def maxflow_grid_gpu(
 
         mark("start")
         solver.init()
-        solver.global_relabel()
+        solver.global_relabel(mode=bfs_mode)
         mark("first_relabel")
         # rounds in flight: (index, event after the copy of its active count); round 0
         # is the first global relabel; round i > 0 ran plan[i - 1] = (sweeps, iters)
@@ -592,7 +677,7 @@ def maxflow_grid_gpu(
                         (tail_sweeps, tail_iters)
                         if tail
                         else (sweeps_per_relabel, local_iters)
-                    ) + (last < walk_below,)
+                    ) + (last < walk_below, last < persist_below, bfs_mode)
                     if graph and not profile and key not in solver.graphs:
                         solver.graphs[key] = _capture(
                             stream, lambda key=key: one_round(*key)
@@ -644,8 +729,11 @@ def maxflow_grid_gpu(
         "tail_iters": tail_iters,
         "walk_below": walk_below,
         "walks": sum(1 for p in plan[: relabels - 1] if p[2]),
+        "persist_below": persist_below,
+        "persistent_rounds": sum(1 for p in plan[: relabels - 1] if p[3]),
+        "bfs_mode": bfs_mode,
         "pipeline": depth,
-        "bfs_blocks": solver.bfs_blocks,
+        "bfs_blocks": solver.fused_blocks if bfs_mode else solver.bfs_blocks,
         "active": history,
         # device ms of each round (sweeps + global relabel), event to event
         "round_ms": [

@@ -18,9 +18,10 @@ from ._backend import is_cupy_array, resolve_backend, to_numpy
 __all__ = ["linear_sum_assignment", "linear_sum_assignment_batched"]
 
 # "auto": the GPU for CuPy costs, else the CPU. Measured (BENCHMARKS.md): with NumPy
-# costs in and results out, the copy to the device costs more than the CPU solve in
-# every benchmark case, and the CPU solver is exact for any float costs, where the GPU
-# quantises non-integer ones.
+# costs in and results out, the copy to the device costs more than the CPU solve for the
+# benchmark batches (though not for single problems of n >= 1000, where backend="gpu"
+# pays even with the copy), and the CPU solver is exact for any float costs, where the
+# GPU quantises non-integer ones.
 
 
 def _pick_backend(backend: Any, *arrays: Any) -> str:

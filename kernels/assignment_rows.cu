@@ -1,0 +1,617 @@
+// assignment_rows.cu: the large-problem path of the GPU assignment (N > 256): every
+// phase of the cost scaling in one persistent launch, a warp per row, with candidate
+// lists, global price updates and arc fixing.
+//
+// Python caller: vision_cuts/_assignment_gpu.py (_solve_rows), which hands over B
+// square N x N problems of nonnegative integer costs already multiplied by (N + 1),
+// row-major (B, N, N): c[(b * N + i) * N + k]. Column words as in assignment.cu: one
+// 64-bit word per column, (price << bits) | owner, raised by atomicMax.
+//
+// Candidate lists. Each row r keeps a list of at most ASSIGN_CAND of its arcs, in
+// column order with their costs, and L[r], a lower bound of the reduced cost
+// d_r(k) = c[r, k] + p[k] of every arc left out (L[r] = A_BIG: none left out). Prices
+// only rise, so a bound stays valid once taken. A list holds the arcs whose
+// d_r(k) - d1 (d1 = the row's smallest) falls below a cut chosen from a histogram of
+// half-octave buckets, the most that fit; L[r] is the smallest d_r(k) of the others,
+// read after the list's arcs (so no later than any of them). Every scan of the row
+// reads only the list and L[r]:
+//   * a bid takes the best list arc j1 when its d1 <= L[r] (then it is a best arc of
+//     the whole row) and uses d2' = min(d2, L[r]) <= the true second best, so the
+//     raised price leaves the pair eps-optimal (a smaller rise than the exact bid:
+//     still correct). When d1 > L[r] the list is rebuilt from the whole row
+//     (counted as a fallback), and the bid scans the whole row if even the new list
+//     cannot answer.
+//   * the keep step (start of a phase) compares the pair with min(list, L[r]), a lower
+//     bound of the row minimum, so it frees every pair that may not be eps-optimal.
+//   * the global price update treats L[r] as an arc to a column of distance >= 0.
+// Lists are rebuilt at the start of every phase (rows with L[r] < A_BIG); rows with
+// N <= ASSIGN_CAND scan the whole row (ncand < 0).
+//
+// Arc fixing (Goldberg-Kennedy): at the end of a phase that was eps'-optimal, an arc
+// with d_r(k) - d_r(j) >= N * eps' (j the row's column) lies on no optimal
+// assignment. When a freshly built list has L[r] - d_r(j) >= N * eps' every arc left
+// out is such an arc: L[r] becomes A_BIG and the list is the whole problem of that
+// row from then on (fixing = 0 turns this off, so that the final prices certify
+// optimality over every arc).
+//
+// Global price update: with the bids stopped, prices rise by the shortest distance of
+// each column to a free column (dist[k] = 0 for a free k; for the column j of row r,
+// dist[j] = max(0, min(L[r], min_{k != j} (d_r(k) + dist[k])) + eps - d_r(j))),
+// computed by Bellman-Ford relaxation in place (atomicMin) over the rows until a
+// sweep changes nothing; columns that reach no free column rise by the largest finite
+// distance. Every pair stays eps-optimal. An update runs after the bids since the
+// last one reach gu_bids * (free rows) + gu_min_bids.
+//
+// One launch runs every phase: grid-wide barriers separate the keep step, the bids
+// and the global updates, so the grid must be co-resident (Python launches
+// ASSIGN_MIN_BLOCKS blocks of ASSIGN_BLOCK threads per SM, which __launch_bounds__
+// allows). The host reads the state once at the end.
+//
+// state (unsigned long long, R_STATE words, zero before the launch):
+//   [0] err (price overflow), [2] Bellman-Ford sweeps, [3] global updates,
+//   [4] list builds, [5] fallbacks, [6] phases, [16..18] nanoseconds spent in the
+//   keep steps, the bids and the global updates (block 0's view), [R_BIDS] bids,
+//   [R_COUNT + 16 * ph] columns taken in phase ph. The counters that every bid
+//   touches sit on cache lines of their own: warps with nothing to do poll them only
+//   every ASSIGN_QUIET passes, and add their bids every ASSIGN_BID_BATCH bids.
+// sync (unsigned, 8 words, zero before the launch): barrier (arrivals, generation,
+// result of its OR), maxd.
+//
+// Contention: tens of thousands of threads reading one word after a barrier queue on
+// one L2 slice, so a block reads such words once and shares them (r_grid_sync_or
+// carries the OR of a flag through the barrier word itself, r_block_read the rest).
+#include "assignment_common.cuh"
+
+#ifndef COST_T
+#define COST_T int
+#endif
+#ifndef ASSIGN_BLOCK
+#define ASSIGN_BLOCK 256
+#endif
+#ifndef ASSIGN_MIN_BLOCKS
+#define ASSIGN_MIN_BLOCKS 4
+#endif
+#ifndef ASSIGN_CAND
+#define ASSIGN_CAND 256
+#endif
+#ifndef ASSIGN_QUIET
+#define ASSIGN_QUIET 16
+#endif
+#ifndef ASSIGN_BID_BATCH
+#define ASSIGN_BID_BATCH 8
+#endif
+#if ASSIGN_BLOCK % 32 != 0
+#error "ASSIGN_BLOCK must be a multiple of 32"
+#endif
+
+#define R_BUCKETS 128
+#define R_MAX_PHASES 56
+#define R_DINF 0x7fffffffffffffffull
+#define R_BIDS 32
+#define R_COUNT 64
+#define R_STATE (R_COUNT + 16 * R_MAX_PHASES)
+
+// Grid barrier that also returns the OR of pred over the grid (every thread gets it).
+// bar[0]: arrivals (low 16 bits) and blocks with pred (high bits), bar[1]: generation,
+// bar[2]: the result, written by the last arrival before it opens the barrier (a block
+// reads it before it can arrive at the next barrier, so no later result overwrites it
+// early). At most 65535 blocks.
+__device__ __forceinline__ bool r_grid_sync_or(unsigned* bar, bool pred) {
+    __shared__ int s_or;
+    const int any = __syncthreads_or(pred);
+    if (threadIdx.x == 0) {
+        volatile unsigned* vbar = bar;
+        const unsigned gen = vbar[1];
+        __threadfence();
+        const unsigned add = 1u + (any ? 0x10000u : 0u);
+        const unsigned old = atomicAdd(bar, add);
+        if ((old & 0xffffu) == gridDim.x - 1) {
+            atomicExch(bar + 2, (old + add) >> 16 ? 1u : 0u);
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (vbar[1] == gen) __nanosleep(64);
+        }
+        __threadfence();
+        s_or = (int)vbar[2];
+    }
+    __syncthreads();
+    const bool out = s_or != 0;
+    __syncthreads();  // s_or is reused by the next barrier
+    return out;
+}
+
+__device__ __forceinline__ void r_grid_sync(unsigned* bar) { r_grid_sync_or(bar, false); }
+
+// one read of a word shared by the grid, for the whole block (uniform control flow)
+__device__ __forceinline__ unsigned long long r_block_read(const unsigned long long* p) {
+    __shared__ unsigned long long s_v;
+    if (threadIdx.x == 0) s_v = *(const volatile unsigned long long*)p;
+    __syncthreads();
+    const unsigned long long v = s_v;
+    __syncthreads();
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long r_clock() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// half-octave bucket of x >= 0: 0 for 0, then 1 + 2 * floor(log2 x) + the next bit
+__device__ __forceinline__ int r_bucket(long long x) {
+    if (x <= 0) return 0;
+    const int lg = 63 - __clzll(x);
+    const int sub = lg >= 1 ? (int)((x >> (lg - 1)) & 1ll) : 0;
+    return 1 + 2 * lg + sub;
+}
+
+__device__ __forceinline__ long long r_d(const COST_T* __restrict__ row, const au64* w,
+                                         int k, int bits) {
+    return (long long)__ldg(row + k) + a_price(__ldcg(w + k), bits);
+}
+
+// the smallest reduced cost of a whole row (every lane gets it)
+__device__ long long r_row_min(const COST_T* __restrict__ row, const au64* w, int N,
+                               int bits, int lane) {
+    long long d1 = A_BIG;
+    int k = lane;
+    for (; k + 96 < N; k += 128) {
+        const long long a = r_d(row, w, k, bits), b = r_d(row, w, k + 32, bits);
+        const long long c = r_d(row, w, k + 64, bits), d = r_d(row, w, k + 96, bits);
+        d1 = min(d1, min(min(a, b), min(c, d)));
+    }
+    for (; k < N; k += 32) d1 = min(d1, r_d(row, w, k, bits));
+    return a_warp_min(d1);
+}
+
+__device__ __forceinline__ void r_take(long long d, int k, long long c, long long& d1,
+                                       int& j1, long long& c1, long long& d2) {
+    if (d < d1) {
+        d2 = d1;
+        d1 = d;
+        j1 = k;
+        c1 = c;
+    } else if (d < d2) {
+        d2 = d;
+    }
+}
+
+// merge (d1, j1, c1, d2) across the warp (ties: the lower column)
+__device__ __forceinline__ void r_warp_best(long long& d1, int& j1, long long& c1,
+                                            long long& d2) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const long long od1 = __shfl_xor_sync(A_FULL, d1, off);
+        const long long od2 = __shfl_xor_sync(A_FULL, d2, off);
+        const long long oc1 = __shfl_xor_sync(A_FULL, c1, off);
+        const int oj1 = __shfl_xor_sync(A_FULL, j1, off);
+        if (od1 < d1 || (od1 == d1 && (unsigned)oj1 < (unsigned)j1)) {
+            d2 = min(d1, od2);
+            d1 = od1;
+            j1 = oj1;
+            c1 = oc1;
+        } else {
+            d2 = min(d2, od1);
+        }
+    }
+}
+
+// best and second best of a whole row
+__device__ void r_row_best(const COST_T* __restrict__ row, const au64* w, int N,
+                           int bits, int lane, long long& d1, int& j1, long long& c1,
+                           long long& d2) {
+    d1 = A_BIG, d2 = A_BIG, c1 = 0;
+    j1 = -1;
+    int k = lane;
+    for (; k + 96 < N; k += 128) {
+        long long c[4];
+        au64 ww[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            c[u] = __ldg(row + k + 32 * u);
+            ww[u] = __ldcg(w + k + 32 * u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            r_take(c[u] + a_price(ww[u], bits), k + 32 * u, c[u], d1, j1, c1, d2);
+    }
+    for (; k < N; k += 32) {
+        const long long c = __ldg(row + k);
+        r_take(c + a_price(__ldcg(w + k), bits), k, c, d1, j1, c1, d2);
+    }
+    r_warp_best(d1, j1, c1, d2);
+}
+
+// best and second best of a list (column order, costs beside)
+__device__ void r_list_best(const int* lst, const COST_T* lstc, int nc, const au64* w,
+                            int bits, int lane, long long& d1, int& j1, long long& c1,
+                            long long& d2) {
+    d1 = A_BIG, d2 = A_BIG, c1 = 0;
+    j1 = -1;
+    int t = lane;
+    for (; t + 96 < nc; t += 128) {
+        int k[4];
+        long long c[4];
+        au64 ww[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            k[u] = lst[t + 32 * u];
+            c[u] = lstc[t + 32 * u];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) ww[u] = __ldcg(w + k[u]);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            r_take(c[u] + a_price(ww[u], bits), k[u], c[u], d1, j1, c1, d2);
+    }
+    for (; t < nc; t += 32) {
+        const int k = lst[t];
+        const long long c = lstc[t];
+        r_take(c + a_price(__ldcg(w + k), bits), k, c, d1, j1, c1, d2);
+    }
+    r_warp_best(d1, j1, c1, d2);
+}
+
+// Rebuilds the list of a row from the whole row (see the top of the file); returns its
+// length and sets low (every lane gets both). hist: R_BUCKETS ints of this warp.
+__device__ int r_build(const COST_T* __restrict__ row, const au64* w, int N, int bits,
+                       int lane, int* hist, int* lst, COST_T* lstc, long long& low) {
+    const long long d1 = r_row_min(row, w, N, bits, lane);
+    __syncwarp();
+    for (int b = lane; b < R_BUCKETS; b += 32) hist[b] = 0;
+    __syncwarp();
+    int k = lane;
+    for (; k + 96 < N; k += 128) {
+        const long long a = r_d(row, w, k, bits), b = r_d(row, w, k + 32, bits);
+        const long long c = r_d(row, w, k + 64, bits), d = r_d(row, w, k + 96, bits);
+        atomicAdd(hist + r_bucket(a - d1), 1);
+        atomicAdd(hist + r_bucket(b - d1), 1);
+        atomicAdd(hist + r_bucket(c - d1), 1);
+        atomicAdd(hist + r_bucket(d - d1), 1);
+    }
+    for (; k < N; k += 32) atomicAdd(hist + r_bucket(r_d(row, w, k, bits) - d1), 1);
+    __syncwarp();
+    // cut: the first bucket at which the running count exceeds ASSIGN_CAND
+    const int h0 = hist[4 * lane], h1 = hist[4 * lane + 1];
+    const int h2 = hist[4 * lane + 2], h3 = hist[4 * lane + 3];
+    const int s = h0 + h1 + h2 + h3;
+    int incl = s;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int v = __shfl_up_sync(A_FULL, incl, off);
+        if (lane >= off) incl += v;
+    }
+    const int excl = incl - s;
+    int cut = R_BUCKETS;
+    if (excl + h0 > ASSIGN_CAND)
+        cut = 4 * lane;
+    else if (excl + h0 + h1 > ASSIGN_CAND)
+        cut = 4 * lane + 1;
+    else if (excl + h0 + h1 + h2 > ASSIGN_CAND)
+        cut = 4 * lane + 2;
+    else if (incl > ASSIGN_CAND)
+        cut = 4 * lane + 3;
+    cut = __reduce_min_sync(A_FULL, (unsigned)cut);
+    // collect in column order: buckets below the cut (at most ASSIGN_CAND), or, when
+    // bucket 0 alone is too large, its first ASSIGN_CAND arcs
+    int m = 0;
+    long long lo = A_BIG;
+    const unsigned below = (1u << lane) - 1u;
+#pragma unroll 4
+    for (int base = 0; base < N; base += 32) {
+        const int kk = base + lane;
+        long long c = 0, d = A_BIG;
+        bool want = false;
+        if (kk < N) {
+            c = __ldg(row + kk);
+            d = c + a_price(__ldcg(w + kk), bits);
+            const int b = r_bucket(d - d1);
+            want = cut > 0 ? b < cut : b == 0;
+        }
+        const unsigned bal = __ballot_sync(A_FULL, want);
+        const int pos = m + __popc(bal & below);
+        if (want && pos < ASSIGN_CAND) {
+            lst[pos] = kk;
+            lstc[pos] = (COST_T)c;
+        } else {
+            lo = min(lo, d);
+        }
+        m += __popc(bal);
+    }
+    low = a_warp_min(lo);
+    __syncwarp();
+    return min(m, ASSIGN_CAND);
+}
+
+__device__ __forceinline__ void r_add(unsigned long long* p, unsigned long long v) {
+    atomicAdd(p, v);
+}
+
+// Global price update over the lists (see the top of the file). Runs on every thread
+// of the grid; ends with a grid barrier.
+__device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
+                                const int* col4row, const int* cand,
+                                const COST_T* candc, const int* ncand,
+                                const long long* lowb, unsigned long long* dist,
+                                unsigned* sync, unsigned long long* state, int total,
+                                int N, long long eps, int bits) {
+    const int lane = threadIdx.x & 31;
+    const int tid = (int)(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
+    const int nthreads = (int)(gridDim.x * (size_t)blockDim.x);
+    const int warp = tid >> 5;
+    const int nwarps = nthreads >> 5;
+    const au64 mask = a_mask(bits);
+    unsigned* bar = sync;
+    unsigned long long* maxd = (unsigned long long*)(sync + 6);  // sync[6..7]
+    for (int k = tid; k < total; k += nthreads)
+        dist[k] = (__ldcg(words + k) & mask) == mask ? 0ull : R_DINF;
+    r_grid_sync(bar);
+    int it = 0;
+    for (;; ++it) {
+        bool changed = false;
+        for (int r = warp; r < total; r += nwarps) {
+            const int j = __ldcg(col4row + r);
+            if (j < 0) continue;
+            const int b = r / N;
+            const int i = r - b * N;
+            const au64* w = words + (size_t)b * N;
+            if ((int)(__ldcg(w + j) & mask) != i) continue;
+            const unsigned long long* dd = dist + (size_t)b * N;
+            const COST_T* row = cost + (size_t)r * N;
+            const int nc = ncand[r];
+            long long h = A_BIG;
+            if (nc < 0) {
+                for (int k = lane; k < N; k += 32) {
+                    const unsigned long long dk = __ldcg(dd + k);
+                    if (k == j || dk == R_DINF) continue;
+                    h = min(h, r_d(row, w, k, bits) + (long long)dk);
+                }
+            } else {
+                const int* lst = cand + (size_t)r * ASSIGN_CAND;
+                const COST_T* lc = candc + (size_t)r * ASSIGN_CAND;
+#pragma unroll 4
+                for (int t = lane; t < nc; t += 32) {
+                    const int k = lst[t];
+                    const unsigned long long dk = __ldcg(dd + k);
+                    if (k == j || dk == R_DINF) continue;
+                    h = min(h, (long long)lc[t] + a_price(__ldcg(w + k), bits) +
+                                   (long long)dk);
+                }
+                h = min(h, lowb[r]);
+            }
+            h = a_warp_min(h);
+            if (lane == 0 && h < A_BIG) {
+                long long nd = h + eps - r_d(row, w, j, bits);
+                if (nd < 0) nd = 0;
+                if ((unsigned long long)nd < __ldcg(dd + j)) {
+                    atomicMin(dist + (size_t)b * N + j, (unsigned long long)nd);
+                    changed = true;
+                }
+            }
+        }
+        if (!r_grid_sync_or(bar, changed)) break;
+    }
+    // columns that reach no free column rise by the largest finite distance
+    unsigned long long top = 0ull;
+    for (int k = tid; k < total; k += nthreads) {
+        const unsigned long long d = __ldcg(dist + k);
+        if (d != R_DINF) top = max(top, d);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) top = max(top, __shfl_xor_sync(A_FULL, top, off));
+    if (lane == 0 && top) atomicMax(maxd, top);
+    r_grid_sync(bar);
+    const unsigned long long cap = r_block_read(maxd);
+    const long long pmax = a_pmax(bits);
+    for (int k = tid; k < total; k += nthreads) {
+        unsigned long long d = __ldcg(dist + k);
+        if (d > cap) d = cap;
+        if (d == 0) continue;
+        const au64 wk = __ldcg(words + k);
+        if (a_price(wk, bits) + (long long)d > pmax) {
+            atomicExch(state + 0, 1ull);
+            continue;
+        }
+        __stcg(words + k, wk + (d << bits));
+    }
+    r_grid_sync(bar);
+    if (tid == 0) {
+        *maxd = 0ull;
+        r_add(state + 2, (unsigned long long)(it + 1));
+        r_add(state + 3, 1ull);
+    }
+}
+
+// The whole solve (see the top of the file). words: all (price 0, owner NONE);
+// col4row: all -1; ncand: -1 (whole rows, N <= ASSIGN_CAND) or 0; lowb: A_BIG or -1
+// (no list yet); dist: total words of scratch; sync, state: zero.
+extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
+    assign_rows_solve(const COST_T* __restrict__ cost, au64* words, int* col4row,
+                      int* cand, COST_T* candc, int* ncand, long long* lowb,
+                      unsigned long long* dist, unsigned* sync,
+                      unsigned long long* state, int total, int N, long long smax,
+                      int alpha, int bits, int fixing, int global_update,
+                      long long gu_bids, long long gu_min_bids) {
+    __shared__ int s_hist[(ASSIGN_BLOCK / 32) * R_BUCKETS];
+    const int lane = threadIdx.x & 31;
+    const int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
+    const int nwarps = (int)((gridDim.x * (size_t)blockDim.x) >> 5);
+    int* hist = s_hist + (threadIdx.x >> 5) * R_BUCKETS;
+    const au64 mask = a_mask(bits);
+    const long long pmax = a_pmax(bits);
+    volatile unsigned long long* vstate = state;
+    unsigned* bar = sync;
+    const bool timer = threadIdx.x == 0 && blockIdx.x == 0;
+    unsigned long long t0 = timer ? r_clock() : 0ull;
+    long long eps = smax > 1 ? smax : 1, prev = 0;
+    for (int ph = 0;; ++ph) {
+        prev = eps;
+        eps = eps / alpha;
+        if (eps < 1) eps = 1;
+        unsigned long long* count = state + R_COUNT + 16 * ph;
+        // keep step: rebuild the lists, fix arcs, keep the eps-optimal pairs
+        for (int r = warp; r < total; r += nwarps) {
+            const int b = r / N;
+            const COST_T* row = cost + (size_t)r * N;
+            au64* w = words + (size_t)b * N;
+            int* lst = cand + (size_t)r * ASSIGN_CAND;
+            COST_T* lc = candc + (size_t)r * ASSIGN_CAND;
+            int nc = ncand[r];
+            long long L = lowb[r];
+            if (nc >= 0 && L < A_BIG) {
+                nc = r_build(row, w, N, bits, lane, hist, lst, lc, L);
+                if (lane == 0) r_add(state + 4, 1ull);
+            }
+            const int j = __ldcg(col4row + r);
+            if (j >= 0) {
+                long long d1, c1, d2;
+                int j1;
+                if (nc < 0)
+                    r_row_best(row, w, N, bits, lane, d1, j1, c1, d2);
+                else
+                    r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
+                const au64 wj = __ldcg(w + j);
+                const long long dj = (long long)__ldg(row + j) + a_price(wj, bits);
+                if (nc >= 0 && fixing && ph > 0 && L < A_BIG &&
+                    L - dj >= (long long)N * prev)
+                    L = A_BIG;
+                const long long dmin = nc >= 0 ? min(d1, L) : d1;
+                if (lane == 0) {
+                    if (dj > dmin + eps) {
+                        __stcg(w + j, wj | mask);  // only this row owns column j
+                        __stcg(col4row + r, -1);
+                    } else {
+                        r_add(count, 1ull);
+                    }
+                }
+            }
+            if (lane == 0) {
+                ncand[r] = nc;
+                lowb[r] = L;
+            }
+            __syncwarp();
+        }
+        r_grid_sync(bar);
+        if (ph >= R_MAX_PHASES) {  // cannot happen for alpha >= 2 and 64-bit costs
+            if (threadIdx.x == 0 && blockIdx.x == 0) atomicExch(state + 0, 1ull);
+            break;
+        }
+        long long budget = A_BIG;
+        volatile unsigned long long* vcount = count;
+        if (global_update)
+            budget = (long long)r_block_read(state + R_BIDS) +
+                     gu_bids * (total - (long long)r_block_read(count)) + gu_min_bids;
+        r_grid_sync(bar);
+        if (timer) {
+            const unsigned long long t = r_clock();
+            state[16] += t - t0;
+            t0 = t;
+        }
+        for (;;) {
+            // bids, until every column is taken or the bids reach the budget
+            int quiet = 0;
+            unsigned pend = 0;  // bids not yet added to state[R_BIDS] (lane 0)
+            for (;;) {
+                if (quiet == 0 &&
+                    ((long long)*vcount >= total || (long long)vstate[R_BIDS] >= budget))
+                    break;
+                bool idle = true;
+                for (int r = warp; r < total; r += nwarps) {
+                    const int b = r / N;
+                    const int i = r - b * N;
+                    au64* w = words + (size_t)b * N;
+                    const int j = __ldcg(col4row + r);
+                    if (j >= 0 && (int)(__ldcg(w + j) & mask) == i) continue;
+                    idle = false;
+                    const COST_T* row = cost + (size_t)r * N;
+                    int* lst = cand + (size_t)r * ASSIGN_CAND;
+                    COST_T* lc = candc + (size_t)r * ASSIGN_CAND;
+                    int nc = ncand[r];
+                    long long L = lowb[r];
+                    long long d1, c1, d2;
+                    int j1;
+                    if (nc < 0) {
+                        r_row_best(row, w, N, bits, lane, d1, j1, c1, d2);
+                    } else {
+                        r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
+                        if (d1 > L) {  // the list cannot answer: rebuild it
+                            nc = r_build(row, w, N, bits, lane, hist, lst, lc, L);
+                            if (lane == 0) {
+                                ncand[r] = nc;
+                                lowb[r] = L;
+                                r_add(state + 4, 1ull);
+                                r_add(state + 5, 1ull);
+                            }
+                            r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
+                            if (d1 > L) {  // prices rose meanwhile: the whole row
+                                r_row_best(row, w, N, bits, lane, d1, j1, c1, d2);
+                                L = A_BIG;
+                            }
+                        }
+                        d2 = min(d2, L);
+                    }
+                    if (lane == 0) {
+                        // N == 1, or a single arc left: any price rise keeps the pair
+                        // eps-optimal; rise by N * eps (the bound of the fixed arcs)
+                        if (d2 == A_BIG) d2 = nc < 0 ? d1 : d1 + (long long)N * eps;
+                        const long long bid = d2 - c1 + eps;
+                        if (++pend >= ASSIGN_BID_BATCH) {
+                            r_add(state + R_BIDS, pend);
+                            pend = 0;
+                        }
+                        if (bid > pmax) {
+                            atomicExch(state + 0, 1ull);
+                            atomicExch(count, (unsigned long long)total);
+                        } else {
+                            const au64 nw = ((au64)bid << bits) | (au64)i;
+                            const au64 old = atomicMax(w + j1, nw);
+                            if (old < nw) {
+                                if ((old & mask) == mask) r_add(count, 1ull);
+                                __stcg(col4row + r, j1);
+                            }
+                        }
+                    }
+                    __syncwarp();
+                }
+                if (idle) {
+                    if (pend) {
+                        r_add(state + R_BIDS, pend);
+                        pend = 0;
+                    }
+                    __nanosleep(128);
+                    quiet = (quiet + 1) % ASSIGN_QUIET;
+                } else {
+                    quiet = 0;
+                }
+            }
+            if (pend) r_add(state + R_BIDS, pend);
+            r_grid_sync(bar);
+            if (timer) {
+                const unsigned long long t = r_clock();
+                state[17] += t - t0;
+                t0 = t;
+            }
+            const long long taken = (long long)r_block_read(count);
+            if (taken >= total || r_block_read(state)) break;
+            r_global_update(cost, words, col4row, cand, candc, ncand, lowb, dist, sync,
+                            state, total, N, eps, bits);
+            if (timer) {
+                const unsigned long long t = r_clock();
+                state[18] += t - t0;
+                t0 = t;
+            }
+            if (r_block_read(state)) break;
+            budget = (long long)r_block_read(state + R_BIDS) + gu_bids * (total - taken) +
+                     gu_min_bids;
+            r_grid_sync(bar);
+        }
+        if (r_block_read(state) || eps == 1) {
+            if (timer) state[6] = (unsigned long long)(ph + 1);
+            break;
+        }
+        r_grid_sync(bar);
+    }
+}
