@@ -78,6 +78,19 @@ def check(cost, r, c, maximize, total=None):
         assert abs(got - total) <= tol * (1 + 1e-9) + 1e-9 * abs(total), (got, total)
 
 
+def assert_certificate(run):
+    """The prices of a run certify its optimum on their own: every padded row holds a
+    column whose reduced cost is within 1 (eps) of the row's smallest."""
+    S = run["S"].get().astype(np.int64)
+    if run["transposed_layout"]:
+        S = S.transpose(0, 2, 1)
+    p, col = run["prices"].get(), run["col4row"].get()
+    assert np.all(np.sort(col, axis=1) == np.arange(S.shape[1]))
+    d = S + p[:, None, :]
+    held = np.take_along_axis(d, col[:, :, None].astype(np.int64), 2)[..., 0]
+    assert np.all(held <= d.min(axis=2) + 1)
+
+
 @pytest.mark.parametrize("maximize", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
@@ -220,16 +233,7 @@ def test_dual_certificate(rng):
             *_, run = linear_sum_assignment_batched_gpu(
                 cupy.asarray(costs), False, return_prices=True
             )
-            S = run["S"].get().astype(np.int64)
-            if run["transposed_layout"]:
-                S = S.transpose(0, 2, 1)
-            p = run["prices"].get()
-            col = run["col4row"].get()
-            N = S.shape[1]
-            assert np.all(np.sort(col, axis=1) == np.arange(N))
-            d = S + p[:, None, :]
-            held = np.take_along_axis(d, col[:, :, None].astype(np.int64), 2)[..., 0]
-            assert np.all(held <= d.min(axis=2) + 1)
+            assert_certificate(run)
 
 
 def test_infeasible():
@@ -361,11 +365,7 @@ def test_global_update_and_arc_fixing(rng, monkeypatch, update, fixing, cand, gu
         r, c = r.get(), c.get()
         for b in range(shape[0]):
             check(costs[b], r[b], c[b], False)
-        S = run["S"].get().astype(np.int64)
-        p, col = run["prices"].get(), run["col4row"].get()
-        d = S + p[:, None, :]
-        held = np.take_along_axis(d, col[:, :, None].astype(np.int64), 2)[..., 0]
-        assert np.all(held <= d.min(axis=2) + 1)
+        assert_certificate(run)
         updates += run["stats"]["global_updates"]
         if not update:
             assert run["stats"]["global_updates"] == 0
@@ -407,11 +407,7 @@ def test_rows_candidate_lists(rng, monkeypatch, alpha, quiet, batch, cand):
         r, c = r.get(), c.get()
         for b in range(shape[0]):
             check(costs[b], r[b], c[b], False)
-        S = run["S"].get().astype(np.int64)
-        p, col = run["prices"].get(), run["col4row"].get()
-        d = S + p[:, None, :]
-        held = np.take_along_axis(d, col[:, :, None].astype(np.int64), 2)[..., 0]
-        assert np.all(held <= d.min(axis=2) + 1)
+        assert_certificate(run)
         stats = run["stats"]
         assert stats["phases"] == len(g.schedule(run["plan"].smax, alpha))
         assert stats["list_builds"] >= stats["phases"]  # every row, every phase
