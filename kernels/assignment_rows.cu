@@ -326,10 +326,6 @@ __device__ int r_build(const COST_T* __restrict__ row, const au64* w, int N, int
     return min(m, ASSIGN_CAND);
 }
 
-__device__ __forceinline__ void r_add(unsigned long long* p, unsigned long long v) {
-    atomicAdd(p, v);
-}
-
 // Global price update over the lists (see the top of the file). Runs on every thread
 // of the grid; ends with a grid barrier.
 __device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
@@ -420,8 +416,8 @@ __device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
     r_grid_sync(bar);
     if (tid == 0) {
         *maxd = 0ull;
-        r_add(state + 2, (unsigned long long)(it + 1));
-        r_add(state + 3, 1ull);
+        atomicAdd(state + 2, (unsigned long long)(it + 1));
+        atomicAdd(state + 3, 1ull);
     }
 }
 
@@ -463,7 +459,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             long long L = lowb[r];
             if (nc >= 0 && L < A_BIG) {
                 nc = r_build(row, w, N, bits, lane, hist, lst, lc, L);
-                if (lane == 0) r_add(state + 4, 1ull);
+                if (lane == 0) atomicAdd(state + 4, 1ull);
             }
             const int j = __ldcg(col4row + r);
             if (j >= 0) {
@@ -484,7 +480,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                         __stcg(w + j, wj | mask);  // only this row owns column j
                         __stcg(col4row + r, -1);
                     } else {
-                        r_add(count, 1ull);
+                        atomicAdd(count, 1ull);
                     }
                 }
             }
@@ -542,8 +538,8 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                             if (lane == 0) {
                                 ncand[r] = nc;
                                 lowb[r] = L;
-                                r_add(state + 4, 1ull);
-                                r_add(state + 5, 1ull);
+                                atomicAdd(state + 4, 1ull);
+                                atomicAdd(state + 5, 1ull);
                             }
                             r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
                             if (d1 > L) {  // prices rose meanwhile: the whole row
@@ -559,7 +555,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                         if (d2 == A_BIG) d2 = nc < 0 ? d1 : d1 + (long long)N * eps;
                         const long long bid = d2 - c1 + eps;
                         if (++pend >= ASSIGN_BID_BATCH) {
-                            r_add(state + R_BIDS, pend);
+                            atomicAdd(state + R_BIDS, pend);
                             pend = 0;
                         }
                         if (bid > pmax) {
@@ -569,7 +565,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                             const au64 nw = ((au64)bid << bits) | (au64)i;
                             const au64 old = atomicMax(w + j1, nw);
                             if (old < nw) {
-                                if ((old & mask) == mask) r_add(count, 1ull);
+                                if ((old & mask) == mask) atomicAdd(count, 1ull);
                                 __stcg(col4row + r, j1);
                             }
                         }
@@ -578,7 +574,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                 }
                 if (idle) {
                     if (pend) {
-                        r_add(state + R_BIDS, pend);
+                        atomicAdd(state + R_BIDS, pend);
                         pend = 0;
                     }
                     __nanosleep(128);
@@ -587,7 +583,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                     quiet = 0;
                 }
             }
-            if (pend) r_add(state + R_BIDS, pend);
+            if (pend) atomicAdd(state + R_BIDS, pend);
             r_grid_sync(bar);
             if (timer) {
                 const unsigned long long t = r_clock();

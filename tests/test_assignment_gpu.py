@@ -91,6 +91,24 @@ def assert_certificate(run):
     assert np.all(held <= d.min(axis=2) + 1)
 
 
+def solve_twice_and_certify(costs):
+    """Solve a stack on the GPU with and without the prices (arc fixing on, then off);
+    check both against SciPy and the prices as a certificate. Returns the run."""
+    cupy = pytest.importorskip("cupy")
+    from vision_cuts import _assignment_gpu as g
+
+    for prices in (False, True):
+        r, c, status, *rest = g.linear_sum_assignment_batched_gpu(
+            cupy.asarray(costs), False, return_prices=prices
+        )
+        assert not status.any()
+        r, c = r.get(), c.get()
+        for b in range(costs.shape[0]):
+            check(costs[b], r[b], c[b], False)
+    assert_certificate(rest[0])
+    return rest[0]
+
+
 @pytest.mark.parametrize("maximize", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
@@ -338,7 +356,7 @@ def test_global_update_and_arc_fixing(rng, monkeypatch, update, fixing, cand, gu
     # the row kernels with global price updates and arc fixing on or off: the same
     # optimal totals; a run that returns its prices (without arc fixing, which
     # keeps them eps-optimal on the kept arcs only) certifies its optimum
-    cupy = pytest.importorskip("cupy")
+    pytest.importorskip("cupy")
     from vision_cuts import _assignment_gpu as g
 
     monkeypatch.setattr(g, "GLOBAL_UPDATE", update)
@@ -353,19 +371,7 @@ def test_global_update_and_arc_fixing(rng, monkeypatch, update, fixing, cand, gu
         ("forbidden", (1, 400, 300)),
         ("lowint", (3, 300, 300)),
     ]:
-        costs = make_cost(rng, kind, shape)
-        r, c, status = g.linear_sum_assignment_batched_gpu(cupy.asarray(costs), False)
-        r, c = r.get(), c.get()
-        assert not status.any()
-        for b in range(shape[0]):
-            check(costs[b], r[b], c[b], False)
-        r, c, status, run = g.linear_sum_assignment_batched_gpu(
-            cupy.asarray(costs), False, return_prices=True
-        )
-        r, c = r.get(), c.get()
-        for b in range(shape[0]):
-            check(costs[b], r[b], c[b], False)
-        assert_certificate(run)
+        run = solve_twice_and_certify(make_cost(rng, kind, shape))
         updates += run["stats"]["global_updates"]
         if not update:
             assert run["stats"]["global_updates"] == 0
@@ -382,7 +388,7 @@ def test_rows_candidate_lists(rng, monkeypatch, alpha, quiet, batch, cand):
     # lower bound of the arcs left out, rebuilt when they run dry; any alpha and
     # polling setting gives the optimum, and the prices of a run (without arc
     # fixing) certify it over every arc
-    cupy = pytest.importorskip("cupy")
+    pytest.importorskip("cupy")
     from vision_cuts import _assignment_gpu as g
 
     monkeypatch.setattr(g, "ROW_ALPHA", alpha)
@@ -395,19 +401,7 @@ def test_rows_candidate_lists(rng, monkeypatch, alpha, quiet, batch, cand):
         ("ties", (2, 400, 400)),
         ("forbidden", (1, 300, 450)),
     ]:
-        costs = make_cost(rng, kind, shape)
-        r, c = linear_sum_assignment_batched(cupy.asarray(costs), backend="gpu")
-        r, c = r.get(), c.get()
-        for b in range(shape[0]):
-            check(costs[b], r[b], c[b], False)
-        r, c, status, run = g.linear_sum_assignment_batched_gpu(
-            cupy.asarray(costs), False, return_prices=True
-        )
-        assert not status.any()
-        r, c = r.get(), c.get()
-        for b in range(shape[0]):
-            check(costs[b], r[b], c[b], False)
-        assert_certificate(run)
+        run = solve_twice_and_certify(make_cost(rng, kind, shape))
         stats = run["stats"]
         assert stats["phases"] == len(g.schedule(run["plan"].smax, alpha))
         assert stats["list_builds"] >= stats["phases"]  # every row, every phase

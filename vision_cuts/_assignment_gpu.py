@@ -553,7 +553,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
         "phases": st[6],
         "ms": [round(v / 1e6, 3) for v in st[16:19]],  # keep, bids, updates
     }
-    err = cp.asarray([st[0]], dtype=cp.int32)
+    err = np.asarray([st[0]], dtype=np.int32)  # read already: no device round trip
     prices = (words >> np.uint64(plan.bits)).astype(cp.int64)
     return col4row, prices, err, stats
 
