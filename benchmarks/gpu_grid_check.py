@@ -180,6 +180,10 @@ def random_case(i, rng):
         kw["_persist"] = 1 / 1024
     elif q < 0.8:
         kw["_persist"] = 2.0
+    if rng.random() < 0.5:  # incremental global relabels (need bfs_mode 0, no walks)
+        kw["incremental_below"] = float(rng.choice([2.0, 1 / 1024, 0.05]))
+        kw["bfs_mode"] = 0
+        kw["_walk"] = 0.0
     return kind, shape, s, t, e, kw
 
 
@@ -213,6 +217,8 @@ def _solver_with_knobs():
             _maxflow_gpu._WALK_BELOW = _walk
         if _persist is not None:
             _maxflow_gpu._PERSIST_BELOW = _persist
+        if isinstance(kw.get("incremental_below"), float):  # a fraction of the nodes
+            kw["incremental_below"] = int(kw["incremental_below"] * args[0].size)
         try:
             return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
         finally:
@@ -370,7 +376,9 @@ def parse_configs(text):
     round), ``ppF`` persistent push launches in the rounds that start with fewer than
     F * n active nodes (``_maxflow_gpu._PERSIST_BELOW``), ``bmN`` the mode bits of the
     global relabel launch (``bfs_mode``), ``pipeN`` rounds in flight
-    (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, and
+    (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, ``incF``
+    incremental global relabels after the rounds that start with fewer than F * n
+    active nodes (``incremental_below``; needs ``bm0``), and
     compile-time constants through ``_maxflow_gpu._EXTRA_DEFINES``: ``mbN``
     (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``sleepN`` (BFS_SLEEP), ``stats1``
     (PR_STATS: push and BFS tiles and rounds per round, in the profile).
@@ -401,6 +409,8 @@ def parse_configs(text):
                 kw["_walk"] = float(tok[2:])
             elif tok.startswith("pp"):
                 kw["_persist"] = float(tok[2:])
+            elif tok.startswith("inc"):
+                kw["incremental_below"] = float(tok[3:])  # fraction of n
             elif tok.startswith("bm"):
                 kw["bfs_mode"] = int(tok[2:])
             elif tok.startswith("tit"):

@@ -35,6 +35,9 @@
 //                    given by their counts and log2 sides); one flag and one pending
 //                    update a visit; claims by one exchange; pending read with the
 //                    flags; and chained visits (heights then lowered by atomicMin).
+//   gbfs_seed, gbfs_invalidate  the incremental global relabel (at the end of the file):
+//                    the BFS then starts from the distances of the last relabel where
+//                    the round's pushes left them exact.
 // Relaxation inside a tile: BFS_SCAN = 0 (default), one-step rounds h(u) = min over
 // the arcs of h(v) + 1 with one barrier each, until nothing changes; BFS_SCAN = 1, per
 // axis a segmented min-plus scan along each line of the tile by warp shuffles (lines of
@@ -61,7 +64,7 @@
 #define PR_STATS 0
 #endif
 #ifndef BFS_SLEEP
-#define BFS_SLEEP 256  // ns an idle block of gbfs_fused sleeps between polls
+#define BFS_SLEEP 256  // ns an idle BFS block sleeps between polls
 #endif
 #if BFS_SCAN && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                  (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
@@ -197,17 +200,17 @@ __device__ __forceinline__ int vc_relax_tile(int* s_h, const unsigned char* s_m)
     return rounds;
 }
 
-extern "C" __global__ void __launch_bounds__(VC_NT)
-gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
-                const int* __restrict__ out, int* __restrict__ pstats, int nx, int ny,
-                int nz, int ntx, int nty, int ntz, IDX_T n) {
-    if (out[0] == 0) return;  // no active node left: this round is a no-op
-    __shared__ int s_h[VC_HN];
-    __shared__ unsigned char s_m[VC_NT];
+// The work loop of a persistent pass over the tiles (gbfs_persistent, gbfs_invalidate):
+// block b owns the tiles b, b + G, ...; it claims its flagged ones (flag 1 -> 0) and
+// calls visit(tile) for each (block-wide; visit may flag tiles, adding 1 to *pending for
+// each flag it sets from 0), then takes them off *pending. An idle block sleeps
+// BFS_SLEEP ns between polls; the pass ends when *pending reaches 0.
+template <typename Visit>
+__device__ __forceinline__ void vc_tile_pass(int* flags, int* pending, int ntiles,
+                                             Visit visit) {
     __shared__ int s_list[VC_NT];
     __shared__ int s_cnt;
     __shared__ int s_done;
-    const int ntiles = ntx * nty * ntz;
     const int G = gridDim.x;
     const int t = threadIdx.x;
     while (true) {
@@ -221,65 +224,74 @@ gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
                 atomicExch(&flags[cand], 0) != 0) {
                 s_list[atomicAdd(&s_cnt, 1)] = cand;
             }
-            __threadfence();  // the claim is ordered before the heights are read
+            __threadfence();  // the claim is ordered before the tile is read
             __syncthreads();
             const int cnt = s_cnt;
-            for (int i = 0; i < cnt; ++i) {
-                const int tile = s_list[i];
-                int tx, ty, tz;
-                vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
-                const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
-                const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
-                s_h[a.hi] = h0;
-                unsigned int m = 0;  // residual arcs (rc is constant during the BFS)
-                if (a.inside) {
-#pragma unroll
-                    for (int k = 0; k < VC_K; ++k)
-                        m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
-                }
-                s_m[t] = (unsigned char)m;
-                vc_load_halo<true>(s_h, h, a, nx, ny, nz);
-                __syncthreads();
-                const int rounds = vc_relax_tile(s_h, s_m);
-#if PR_STATS
-                if (t == 0) {
-                    atomicAdd(&pstats[3], 1);  // tiles relaxed
-                    atomicAdd(&pstats[4], rounds);
-                }
-#else
-                (void)rounds;
-                (void)pstats;
-#endif
-                const int hh = s_h[a.hi];
-                if (a.inside && hh < h0) {
-                    __stcg(h + a.g, hh);
-                    __threadfence();  // the height is visible before the neighbour's flag
-#pragma unroll
-                    for (int k = 0; k < VC_K; ++k) {
-                        if (!vc_in_tile(a, k) && vc_tile_exists(a, k, ntx, nty, ntz)) {
-                            const int nb = tile + vc_tile_off(k, ntx, nty);
-                            if (atomicExch(&flags[nb], 1) == 0) atomicAdd(&ctrl[0], 1);
-                        }
-                    }
-                }
-                __syncthreads();  // s_h, s_m free for the next tile
-            }
+            for (int i = 0; i < cnt; ++i) visit(s_list[i]);
             if (cnt && t == 0) {
                 __threadfence();
-                atomicSub(&ctrl[0], cnt);  // after the flags these tiles set
+                atomicSub(pending, cnt);  // after the flags these tiles set
             }
             claimed += cnt;
             __syncthreads();  // s_cnt free
         }
         if (claimed == 0) {
             if (t == 0) {
-                s_done = *(volatile int*)&ctrl[0] == 0;
-                if (!s_done) __nanosleep(256);
+                s_done = *(volatile int*)pending == 0;
+                if (!s_done) __nanosleep(BFS_SLEEP);
             }
             __syncthreads();
             if (s_done) return;
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(VC_NT)
+gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
+                const int* __restrict__ out, int* __restrict__ pstats, int nx, int ny,
+                int nz, int ntx, int nty, int ntz, IDX_T n) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
+    __shared__ int s_h[VC_HN];
+    __shared__ unsigned char s_m[VC_NT];
+    const int t = threadIdx.x;
+    vc_tile_pass(flags, &ctrl[0], ntx * nty * ntz, [&](int tile) {
+        int tx, ty, tz;
+        vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
+        const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
+        const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
+        s_h[a.hi] = h0;
+        unsigned int m = 0;  // residual arcs (rc is constant during the BFS)
+        if (a.inside) {
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
+        }
+        s_m[t] = (unsigned char)m;
+        vc_load_halo<true>(s_h, h, a, nx, ny, nz);
+        __syncthreads();
+        const int rounds = vc_relax_tile(s_h, s_m);
+#if PR_STATS
+        if (t == 0) {
+            atomicAdd(&pstats[3], 1);  // tiles relaxed
+            atomicAdd(&pstats[4], rounds);
+        }
+#else
+        (void)rounds;
+        (void)pstats;
+#endif
+        const int hh = s_h[a.hi];
+        if (a.inside && hh < h0) {
+            __stcg(h + a.g, hh);
+            __threadfence();  // the height is visible before the neighbour's flag
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) {
+                if (!vc_in_tile(a, k) && vc_tile_exists(a, k, ntx, nty, ntz)) {
+                    const int nb = tile + vc_tile_off(k, ntx, nty);
+                    if (atomicExch(&flags[nb], 1) == 0) atomicAdd(&ctrl[0], 1);
+                }
+            }
+        }
+        __syncthreads();  // s_h, s_m free for the next tile
+    });
 }
 
 // Initial heights of the halo of a tile (1 where the neighbour has a residual sink arc,
@@ -605,4 +617,129 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
             *(volatile int*)out = total;
         }
     }
+}
+
+// ---- incremental global relabel ----------------------------------------------------
+// After a round whose pushes touched few tiles, the exact distances d of the last global
+// relabel are still upper bounds of the new ones almost everywhere. Three launches
+// replace gbfs_init + a BFS from scratch:
+//   gbfs_seed        flags (iflags and flags) the BFS tiles that overlap a push tile the
+//                    round ran (touched) or left flagged (a push across its border):
+//                    only there did arcs and sink capacities change.
+//   gbfs_invalidate  persistent like gbfs_persistent, over iflags: a node keeps its d
+//                    only while it is supported (d == 1 with a residual sink arc, or a
+//                    residual arc to a node of d - 1 that is supported); the others get
+//                    VC_INF. Supports are lost only where arcs changed and then further
+//                    from the sink, so the pass starts at the seeded tiles and flags the
+//                    neighbour tile across a face where a node lost its d; every tile
+//                    where a node changed is flagged for the relaxation (flags).
+//   gbfs_persistent  on d, from the flagged tiles: the chaotic relaxation from upper
+//                    bounds (a supported node has a path of length d to the sink; the
+//                    others start at VC_INF) ends at the exact distances. It also picks
+//                    up distances that drop through the reverse arcs the pushes added:
+//                    those start in the seeded tiles, which are flagged.
+// Why the result is exact: no value ends below the true distance (each is the length
+// of a path). Take a shortest path u_k -> ... -> u_1 (u_1 has a sink arc, so d = 1 and
+// it stays supported) and assume u_{j-1} ends at j - 1. If that value came from a drop
+// in a relaxation, u_j's tile was relaxed afterwards (same tile, or flagged across the
+// face), so u_j ends <= j. Otherwise u_{j-1} kept its start value d(u_{j-1}) = j - 1;
+// if u_j's tile was never relaxed, u_j was neither seeded nor invalidated, so its arc to
+// u_{j-1} is an old arc (a new one lies in a seeded tile) and d(u_j) <= j held before.
+// Nodes at VC_INF stay there (no push reaches them), as in the full relabel. The host
+// then copies d to the push heights h.
+// ctrl[3] is the pending count of iflags (ctrl[0] that of flags, as in the BFS).
+
+// One thread a BFS tile: seed the flags (see above). The push tiles (PTX x PTY x PTZ
+// nodes, pntx x pnty of them) come from the push module; out[0] == 0: a no-op round.
+extern "C" __global__ void gbfs_seed(const int* __restrict__ touched,
+                                     const int* __restrict__ pflags, int* __restrict__ iflags,
+                                     int* __restrict__ flags, int* __restrict__ ctrl,
+                                     const int* __restrict__ out, int nx, int ny, int nz,
+                                     int ntx, int nty, int ntz, int ptx, int pty, int ptz,
+                                     int pntx, int pnty) {
+    if (*(volatile const int*)out == 0) return;
+    const int bt = blockIdx.x * blockDim.x + threadIdx.x;
+    int seeded = 0;
+    if (bt < ntx * nty * ntz) {
+        int tx, ty, tz;
+        vc_tile_of_block(bt, ntx, nty, tx, ty, tz);
+        const int x0 = tx * TILE_X, y0 = ty * TILE_Y, z0 = tz * TILE_Z;
+        const int x1 = min(x0 + TILE_X, nx) - 1;
+        const int y1 = min(y0 + TILE_Y, ny) - 1;
+        const int z1 = min(z0 + TILE_Z, nz) - 1;
+        for (int pz = z0 / ptz; pz <= z1 / ptz && !seeded; ++pz)
+            for (int py = y0 / pty; py <= y1 / pty && !seeded; ++py)
+                for (int px = x0 / ptx; px <= x1 / ptx; ++px) {
+                    const int pt = (pz * pnty + py) * pntx + px;
+                    if (touched[pt] | pflags[pt]) {
+                        seeded = 1;
+                        break;
+                    }
+                }
+        if (seeded) {
+            iflags[bt] = 1;
+            flags[bt] = 1;
+        }
+    }
+    const unsigned int bal = __ballot_sync(0xffffffffu, seeded);
+    if ((threadIdx.x & 31) == 0 && bal) {
+        atomicAdd(&ctrl[3], __popc(bal));
+        atomicAdd(&ctrl[0], __popc(bal));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(VC_NT)
+gbfs_invalidate(const int* __restrict__ rc, const int* __restrict__ tcap, int* d,
+                int* iflags, int* flags, int* ctrl, const int* __restrict__ out, int nx,
+                int ny, int nz, int ntx, int nty, int ntz, IDX_T n) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
+    __shared__ int s_d[VC_HN];
+    const int t = threadIdx.x;
+    vc_tile_pass(iflags, &ctrl[3], ntx * nty * ntz, [&](int tile) {
+        int tx, ty, tz;
+        vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
+        const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
+        const int d0 = a.inside ? __ldcg(d + a.g) : VC_INF;
+        s_d[a.hi] = d0;
+        const unsigned int m = vc_arc_mask(rc, a, n);
+        const bool root = a.inside && d0 == 1 && tcap[a.g] > 0;
+        vc_load_halo<true>(s_d, d, a, nx, ny, nz);
+        __syncthreads();
+        int dd = d0;
+        while (true) {  // peel the unsupported nodes to the fixed point
+            bool changed = false;
+            if (dd < VC_INF && !root) {
+                bool sup = false;
+#pragma unroll
+                for (int k = 0; k < VC_K; ++k) {
+                    if (m & (1u << k)) {
+                        const int dv = *(volatile int*)&s_d[a.hi + vc_halo_off(k)];
+                        sup |= dv == dd - 1;
+                    }
+                }
+                if (!sup) {
+                    dd = VC_INF;
+                    *(volatile int*)&s_d[a.hi] = VC_INF;
+                    changed = true;
+                }
+            }
+            if (!__syncthreads_or(changed)) break;
+        }
+        const bool lost = a.inside && dd != d0;
+        if (lost) {
+            __stcg(d + a.g, VC_INF);
+            __threadfence();  // visible before the neighbours' flags
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) {
+                if (!vc_in_tile(a, k) && vc_tile_exists(a, k, ntx, nty, ntz)) {
+                    const int nb = tile + vc_tile_off(k, ntx, nty);
+                    if (atomicExch(&iflags[nb], 1) == 0) atomicAdd(&ctrl[3], 1);
+                }
+            }
+        }
+        if (__syncthreads_or(lost) && t == 0) {  // relax this tile afterwards
+            if (atomicExch(&flags[tile], 1) == 0) atomicAdd(&ctrl[0], 1);
+        }
+        __syncthreads();  // s_d free for the next tile
+    });
 }

@@ -6,7 +6,9 @@
 // Memory layout (see common.cuh): n nodes in C order; rc[k * n + g] int32 residual arc
 // capacities (K planes); ex[g] uint64 excess (never negative); h[g] int32 heights
 // (VC_INF = cannot reach the sink); tcap[g] int32 residual capacity to the sink;
-// flags[tile] int32, nonzero when the tile may hold an active node.
+// flags[tile] int32, nonzero when the tile may hold an active node; touched[tile] int32,
+// 1 once the tile ran in this round (for the incremental global relabel of grid_bfs.cu;
+// the count clears it).
 //
 // Kernels and launch geometry (block = VC_NT threads, one node per thread):
 //   gpr_init          1-D grid-stride over n: cancel terminal capacities
@@ -17,10 +19,10 @@
 //   gpr_push_persist  the same sweep by fewer blocks (the resident ones), each running
 //                     the flagged tiles of the slots b, b + G, ... in turn (optional).
 //   gpr_count_active  one block of PR_COUNT_NT (<= 256) threads per tile: count the
-//                     active nodes (ex > 0, finite height) into out[0] and set the tile
-//                     flags; a no-op once out[0] == 0 (the host may queue rounds past
-//                     the end of the solve; see the kernel). Used where the BFS launch
-//                     does not count (grid_bfs.cu, BFS_COUNT).
+//                     active nodes (ex > 0, finite height) into out[0], set the tile
+//                     flags, clear touched; a no-op once out[0] == 0 (the host may queue
+//                     rounds past the end of the solve; see the kernel). Used where the
+//                     BFS launch does not count (grid_bfs.cu, BFS_COUNT).
 //   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
 //                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
 //                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
@@ -105,6 +107,7 @@ __device__ __forceinline__ void vc_colour_tile(int c, int colour, int ntx, int n
 __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex,
                                              int* __restrict__ h, int* __restrict__ tcap,
                                              int* __restrict__ flags,
+                                             int* __restrict__ touched,
                                              int* __restrict__ pstats, int tx, int ty,
                                              int tz, int nx, int ny, int nz, int ntx,
                                              int nty, int iters, int hmax, IDX_T n) {
@@ -215,6 +218,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
     const int any = __syncthreads_or(a.inside && e > 0 && hh < VC_INF);
     if (t == 0) {
         flags[tile] = any;
+        touched[tile] = 1;  // for the incremental global relabel (grid_bfs.cu)
 #if PR_STATS
         atomicAdd(&pstats[0], 1);   // tiles run
         atomicAdd(&pstats[1], it);  // rounds run
@@ -228,7 +232,8 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
 gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
-              int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ pstats,
+              int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
+              int* __restrict__ pstats,
               int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
               int hmax, IDX_T n) {
     (void)ntz;
@@ -236,8 +241,8 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
     vc_colour_tile(blockIdx.x, colour, ntx, nty, tx, ty, tz);
     if (tx >= ntx) return;
     if (flags[(tz * nty + ty) * ntx + tx] == 0) return;  // uniform over the block
-    vc_push_tile(rc, ex, h, tcap, flags, pstats, tx, ty, tz, nx, ny, nz, ntx, nty, iters,
-                 hmax, n);
+    vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, tx, ty, tz, nx, ny, nz, ntx, nty,
+                 iters, hmax, n);
 }
 
 // The same sweep by a persistent grid (fewer blocks than tiles of the colour, at most
@@ -248,7 +253,8 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
 // the result.
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
 gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
-                 int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ pstats,
+                 int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
+                 int* __restrict__ pstats,
                  int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
                  int hmax, IDX_T n) {
     __shared__ int s_list[VC_NT];
@@ -271,8 +277,8 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
         for (int i = 0; i < m; ++i) {
             int tx, ty, tz;
             vc_tile_of_block(s_list[i], ntx, nty, tx, ty, tz);
-            vc_push_tile(rc, ex, h, tcap, flags, pstats, tx, ty, tz, nx, ny, nz, ntx, nty,
-                         iters, hmax, n);
+            vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, tx, ty, tz, nx, ny, nz,
+                         ntx, nty, iters, hmax, n);
         }
         __syncthreads();  // s_n, s_list free
     }
@@ -287,8 +293,8 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
 #define PR_COUNT_NT (VC_NT < 256 ? VC_NT : 256)
 extern "C" __global__ void __launch_bounds__(PR_COUNT_NT)
 gpr_count_active(const vc_u64* __restrict__ ex, const int* __restrict__ h,
-                 int* __restrict__ flags, int* __restrict__ out, int* __restrict__ cnt,
-                 int nx, int ny, int nz, int ntx, int nty) {
+                 int* __restrict__ flags, int* __restrict__ touched, int* __restrict__ out,
+                 int* __restrict__ cnt, int nx, int ny, int nz, int ntx, int nty) {
     if (*(volatile int*)out == 0) return;  // uniform over the launch
     int tx, ty, tz;
     vc_tile_of_block(blockIdx.x, ntx, nty, tx, ty, tz);
@@ -317,6 +323,7 @@ gpr_count_active(const vc_u64* __restrict__ ex, const int* __restrict__ h,
     if (threadIdx.x == 0) {
         const int tile = (tz * nty + ty) * ntx + tx;
         flags[tile] = c > 0;
+        touched[tile] = 0;  // the next round's pushes mark it again
         if (c) atomicAdd(&cnt[0], c);
         __threadfence();
         if (atomicAdd(&cnt[1], 1) == (int)gridDim.x - 1) {  // the last block

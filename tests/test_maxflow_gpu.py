@@ -126,6 +126,11 @@ def test_near_int32_capacities(shape, rng):
         {"persist_below": 10**9, "bfs_mode": 31, "tile": (4, 4, 1)},
         {"persist_below": 0, "bfs_mode": 0},
         {"bfs_mode": 63, "bfs_tile": (2, 1, 1)},
+        {"incremental_below": 10**9, "bfs_mode": 0},
+        {"incremental_below": 10**9, "bfs_mode": 0, "tile": (4, 4, 1)},
+        {"incremental_below": 10**9, "bfs_mode": 0, "bfs_tile": (2, 1, 1)},
+        {"incremental_below": 10**9, "bfs_mode": 0, "local_iters": 1},
+        {"incremental_below": 10**9, "bfs_mode": 0, "persist_below": 10**9},
     ],
 )
 def test_tuning_knobs_do_not_change_the_answer(knobs, rng):
@@ -150,6 +155,45 @@ def test_bfs_tiles_do_not_change_the_answer(bfs_tile, rng):
     for shape in [(45, 61), (9, 13, 11)]:
         s, t, e = synthetic.random_grid_graph(shape, rng, high=50)
         _check(grid_graph(s, t, e), repeats=1, bfs_tile=bfs_tile[len(shape)])
+
+
+def test_incremental_relabels_run_and_agree(rng):
+    """Incremental global relabels (distances kept where the pushes left them exact)
+    run in the rounds asked for and give the answers of full ones, every time."""
+    _cupy()
+    for shape in [(120, 90), (14, 17, 15)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=40)
+        g = grid_graph(s, t, e)
+        f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+        for kw in ({}, {"sweeps_per_relabel": 1, "local_iters": 2}):
+            f, labels, st = _solve_gpu(g, bfs_mode=0, incremental_below=10**9, **kw)
+            assert f == f_cpu and g.energy(labels.get()) == f
+            if st["global_relabels"] > 1:
+                assert st["incremental_relabels"] == st["global_relabels"] - 1
+            f0, labels0, st0 = _solve_gpu(g, bfs_mode=0, incremental_below=0, **kw)
+            assert st0["incremental_relabels"] == 0
+            assert f0 == f and g.energy(labels0.get()) == f
+
+
+def test_incremental_relabels_by_default_on_large_2d_grids(rng, monkeypatch):
+    """The default turns incremental relabels on for 2-D grids from _INCR_MIN_NODES
+    nodes (lowered here so that a small grid qualifies), not for 3-D ones."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_INCR_MIN_NODES", 1000)
+    for shape in [(150, 140), (12, 11, 10)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=30)
+        g = grid_graph(s, t, e)
+        f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+        f, labels, st = _solve_gpu(g)
+        assert f == f_cpu and g.energy(labels.get()) == f
+        if len(shape) == 2:
+            assert st["incremental_below"] == int(
+                g.source.size * _maxflow_gpu._INCR_BELOW
+            )
+        else:
+            assert st["incremental_below"] == 0 and st["incremental_relabels"] == 0
 
 
 @pytest.mark.parametrize("pipeline", [1, 3])

@@ -19,7 +19,10 @@ sink capacity and int32 heights per node. The kernels are in ``kernels/``:
   latency of each tile visit. In 3-D by default (``_BFS_MODE``) the launch is
   ``gbfs_fused``, which first sets and relaxes the initial heights of all tiles (then
   a grid barrier) and ends by counting the active nodes and flagging the push tiles
-  that hold them.
+  that hold them. In the tail of large 2-D solves the relabel is incremental: the
+  distances of the last relabel stay where no changed arc lies on every shortest
+  path (``gbfs_invalidate`` sets the others to ``INF``), and the BFS restarts from
+  them and from the tiles the pushes touched.
 
 Loop: global relabel; while some node with excess can reach the sink, run
 ``sweeps_per_relabel`` sweeps (both colours) and relabel again. One round (the sweeps
@@ -94,6 +97,14 @@ _BFS_MODE = {2: 0, 3: 3}
 # flags, instead of one block a tile) in the rounds that start with fewer than this
 # fraction of the nodes active; 0 = never (the default: measured slower, v13)
 _PERSIST_BELOW = 0.0
+# incremental global relabels (gbfs_seed, gbfs_invalidate, then the BFS from the
+# remaining exact distances) after the rounds that start with fewer than this fraction
+# of the nodes active, by default in 2-D grids of at least _INCR_MIN_NODES nodes (any
+# grid with bfs_mode 0 and no walks when asked for). H200: 4 MP 10.2 -> 9.7 ms, 8 MP
+# 18.4 -> 17.2; no gain at 2 MP and below, where the extra launches and the
+# invalidation pass cost what the shorter BFS saves (benchmarks/NOTES_gpu_grid.md)
+_INCR_BELOW = 0.001
+_INCR_MIN_NODES = 1 << 21
 _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for reuse
 _RING = 64  # slots of the pinned buffer the active counts are copied into
 _cache = threading.local()
@@ -107,6 +118,7 @@ def _bytes_needed(n: int, k: int, host_inputs: bool) -> int:
         + 8
         + 4
         + 4  # excess, heights, residual sink capacity
+        + 4  # distances of the last global relabel (incremental relabels)
         + 1  # labels
         + 12
     )  # temporaries of the final flow reduction
@@ -209,6 +221,8 @@ class _Solver:
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         self.k_bfs = get_kernel(bfs, "gbfs_persistent")
         self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
+        self.k_seed = get_kernel(bfs, "gbfs_seed")
+        self.k_inval = get_kernel(bfs, "gbfs_invalidate")
 
         self.key = None
         self.graphs: dict = {}  # (sweeps, local iters) -> captured CUDA graph or None
@@ -218,9 +232,12 @@ class _Solver:
         self.rc = cupy.empty(self.k * n, dtype=cupy.int32)
         self.ex = cupy.empty(n, dtype=cupy.uint64)
         self.h = cupy.empty(n, dtype=cupy.int32)
+        self.d = cupy.empty(n, dtype=cupy.int32)  # distances of the last relabel
         self.tcap = cupy.empty(n, dtype=cupy.int32)
         self.pflags = cupy.empty(self.ntiles, dtype=cupy.int32)
+        self.touched = cupy.zeros(self.ntiles, dtype=cupy.int32)  # push tiles run
         self.bflags = cupy.empty(self.bntiles, dtype=cupy.int32)
+        self.iflags = cupy.zeros(self.bntiles, dtype=cupy.int32)  # gbfs_invalidate
         self.ctrl = cupy.zeros(4, dtype=cupy.int32)  # BFS pending, grid barrier (2)
         self.out = cupy.zeros(1, dtype=cupy.int32)  # active nodes after the last count
         self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
@@ -236,6 +253,8 @@ class _Solver:
         self.fused_blocks = min(
             self.bntiles, _resident_blocks(self.k_bfs_fused, self.bnt)
         )
+        self.inval_blocks = min(self.bntiles, _resident_blocks(self.k_inval, self.bnt))
+        self.tile = tile
         # push tiles as the BFS launch counts them (BFS_COUNT): counts and log2 sides
         self.ptdims = self.tdims + tuple(
             np.int32(int(v).bit_length() - 1) for v in tile
@@ -272,16 +291,60 @@ class _Solver:
             ),
         )
 
-    def global_relabel(self, mark=None, walk: bool = False, mode: int = 0) -> None:
+    def global_relabel(
+        self,
+        mark=None,
+        walk: bool = False,
+        mode: int = 0,
+        incremental: bool = False,
+        track: bool = False,
+    ) -> None:
         """BFS from the sink, then count the active nodes into ``out[0]`` (no sync).
 
         ``mode``: 0 (gbfs_persistent) or the bits of gbfs_fused (see ``_BFS_MODE``);
         the separate init and count kernels run where the BFS launch does not do their
-        work. ``mark(name)``, if given, is called after the init, the BFS and the walks
-        (the caller marks the count)."""
+        work. ``incremental`` (mode 0): start from the distances ``d`` of the last
+        relabel where the pushes left them exact (gbfs_seed, gbfs_invalidate), then
+        copy them to the heights; ``track``: keep ``d`` for that (a full relabel copies
+        the heights to it). ``mark(name)``, if given, is called after the init, the
+        BFS and the walks (the caller marks the count)."""
         if walk:
             mode &= ~2  # the walks come before the count
-        if not mode & 1:
+        nbytes = self.n * 4
+        if incremental:
+            self.k_seed(
+                (-(-self.bntiles // 256),),
+                (256,),
+                (
+                    self.touched,
+                    self.pflags,
+                    self.iflags,
+                    self.bflags,
+                    self.ctrl,
+                    self.out,
+                    *self.dims,
+                    *self.btdims,
+                    *(np.int32(v) for v in self.tile),
+                    *self.tdims[:2],
+                ),
+            )
+            self.k_inval(
+                (self.inval_blocks,),
+                (self.bnt,),
+                (
+                    self.rc,
+                    self.tcap,
+                    self.d,
+                    self.iflags,
+                    self.bflags,
+                    self.ctrl,
+                    self.out,
+                    *self.dims,
+                    *self.btdims,
+                    self.idx(self.n),
+                ),
+            )
+        elif not mode & 1:
             self.k_bfs_init(
                 self.init_grid,
                 (_INIT_BLOCK,),
@@ -297,13 +360,13 @@ class _Solver:
             )
         if mark:
             mark("relabel_init")
-        if mode == 0:
+        if mode == 0 or incremental:
             self.k_bfs(
                 (self.bfs_blocks,),
                 (self.bnt,),
                 (
                     self.rc,
-                    self.h,
+                    self.d if incremental else self.h,
                     self.bflags,
                     self.ctrl,
                     self.out,
@@ -335,6 +398,14 @@ class _Solver:
                     self.idx(self.n),
                 ),
             )
+        if incremental:
+            self.h.data.copy_from_device_async(
+                self.d.data, nbytes, self.cp.cuda.get_current_stream()
+            )
+        elif track:
+            self.d.data.copy_from_device_async(
+                self.h.data, nbytes, self.cp.cuda.get_current_stream()
+            )
         if mark:
             mark("relabel_bfs")
         if walk:
@@ -363,6 +434,7 @@ class _Solver:
                 self.ex,
                 self.h,
                 self.pflags,
+                self.touched,
                 self.out,
                 self.cnt,
                 *self.dims,
@@ -387,6 +459,7 @@ class _Solver:
                         self.h,
                         self.tcap,
                         self.pflags,
+                        self.touched,
                         self.pstats,
                         *self.dims,
                         *self.tdims,
@@ -472,6 +545,7 @@ def maxflow_grid_gpu(
     walk_below: int | None = None,
     persist_below: int | None = None,
     bfs_mode: int | None = None,
+    incremental_below: int | None = None,
     max_rounds: int | None = None,
     graph: bool = True,
     profile: bool = False,
@@ -541,6 +615,13 @@ def maxflow_grid_gpu(
         and pending update a tile visit, 8 claims by one exchange, 16 pending read
         together with the tile flags, 32 (with 4) a visit goes on with a neighbour
         tile it would flag.
+    incremental_below : int, optional
+        The global relabels after rounds that start with fewer than this many active
+        nodes are incremental: they keep the distances of the last relabel wherever
+        the round's pushes cannot have changed them and run the BFS only from the
+        rest (exact all the same); default ``n * _INCR_BELOW`` for 2-D grids of at
+        least ``_INCR_MIN_NODES`` nodes, else 0. Needs ``bfs_mode`` 0 and no walks,
+        otherwise every relabel is a full one.
     max_rounds : int, optional
         Give up (``RuntimeError``) after this many global relabels; default unlimited.
     graph : bool
@@ -618,6 +699,10 @@ def maxflow_grid_gpu(
     bfs_mode = int(_BFS_MODE[ndim] if bfs_mode is None else bfs_mode)
     if not 0 <= bfs_mode <= 63:
         raise ValueError(f"bfs_mode must be in [0, 63], got {bfs_mode}")
+    if incremental_below is None:
+        big = ndim == 2 and n >= _INCR_MIN_NODES
+        incremental_below = int(n * _INCR_BELOW) if big else 0
+    track = incremental_below > 0 and bfs_mode == 0 and walk_below <= 0
     if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:
         raise ValueError(
             "local_iters, sweeps_per_relabel, tail_sweeps and tail_iters must be >= 1, "
@@ -644,13 +729,21 @@ def maxflow_grid_gpu(
         pr_stats = profile and bool(_EXTRA_DEFINES.get("PR_STATS"))
 
         def one_round(
-            count: int, iters: int, walk: bool, persist: bool, mode: int
+            count: int,
+            iters: int,
+            walk: bool,
+            persist: bool,
+            mode: int,
+            incremental: bool,
+            track: bool,
         ) -> None:
             if pr_stats:
                 solver.pstats.fill(0)
             solver.sweeps(count, iters, persist)
             mark("push")
-            solver.global_relabel(mark if profile else None, walk, mode)
+            solver.global_relabel(
+                mark if profile else None, walk, mode, incremental, track
+            )
             mark("relabel_count")
             if pr_stats:
                 tile_stats.append(solver.pstats.get(stream=stream).tolist())
@@ -658,7 +751,7 @@ def maxflow_grid_gpu(
 
         mark("start")
         solver.init()
-        solver.global_relabel(mode=bfs_mode)
+        solver.global_relabel(mode=bfs_mode, track=track)
         mark("first_relabel")
         # rounds in flight: (index, event after the copy of its active count); round 0
         # is the first global relabel; round i > 0 ran plan[i - 1] = (sweeps, iters)
@@ -677,7 +770,13 @@ def maxflow_grid_gpu(
                         (tail_sweeps, tail_iters)
                         if tail
                         else (sweeps_per_relabel, local_iters)
-                    ) + (last < walk_below, last < persist_below, bfs_mode)
+                    ) + (
+                        last < walk_below,
+                        last < persist_below,
+                        bfs_mode,
+                        track and last < incremental_below,
+                        track,
+                    )
                     if graph and not profile and key not in solver.graphs:
                         solver.graphs[key] = _capture(
                             stream, lambda key=key: one_round(*key)
@@ -732,6 +831,8 @@ def maxflow_grid_gpu(
         "persist_below": persist_below,
         "persistent_rounds": sum(1 for p in plan[: relabels - 1] if p[3]),
         "bfs_mode": bfs_mode,
+        "incremental_below": incremental_below if track else 0,
+        "incremental_relabels": sum(1 for p in plan[: relabels - 1] if p[5]),
         "pipeline": depth,
         "bfs_blocks": solver.fused_blocks if bfs_mode else solver.bfs_blocks,
         "active": history,
