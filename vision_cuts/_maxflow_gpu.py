@@ -238,7 +238,8 @@ class _Solver:
         self.touched = cupy.zeros(self.ntiles, dtype=cupy.int32)  # push tiles run
         self.bflags = cupy.empty(self.bntiles, dtype=cupy.int32)
         self.iflags = cupy.zeros(self.bntiles, dtype=cupy.int32)  # gbfs_invalidate
-        self.ctrl = cupy.zeros(4, dtype=cupy.int32)  # BFS pending, grid barrier (2)
+        # BFS pending, grid barrier of gbfs_fused (2), gbfs_invalidate pending
+        self.ctrl = cupy.zeros(4, dtype=cupy.int32)
         self.out = cupy.zeros(1, dtype=cupy.int32)  # active nodes after the last count
         self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
         self.pstats = cupy.zeros(8, dtype=cupy.int32)  # PR_STATS counters (profiling)
