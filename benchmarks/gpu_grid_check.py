@@ -155,10 +155,13 @@ def random_case(i, rng):
     if rng.random() < 0.3:
         kw["tail_iters"] = int(rng.choice([1, 4, 64]))
     q = rng.random()
-    if q < 0.2:  # the other BFS relaxation, the other push register budget
+    if q < 0.2:  # the other BFS relaxation, either push register budget
         kw["defines"] = {"BFS_SCAN": 1}
-    elif q < 0.3:
-        kw["defines"] = {"PR_MIN_BLOCKS": 1}
+    elif q < 0.4:  # 2-D grids this small default to 1
+        kw["defines"] = {"PR_MIN_BLOCKS": int(rng.choice([1, 2]))}
+    if rng.random() < 0.3:  # a local relabel of each tile at local round 1, 2 or 6
+        lr_at = int(rng.choice([1, 2, 6]))
+        kw["defines"] = {**kw.get("defines", {}), "PR_LR_AT": lr_at}
     q = rng.random()
     if q < 0.2:  # host loop: read the active count after every round, or 3 ahead
         kw["_pipeline"] = 1
@@ -343,20 +346,21 @@ def diff_test(count, repeats, seed, out):
 
 
 # ---------------------------------------------------------------------------- timing
-def seg_energy(mp):
+def seg_energy(mp, image="astronaut"):
     import cv2
     import skimage.data
 
     from vision_cuts import grid_energy
 
-    img = skimage.data.astronaut()
+    img = getattr(skimage.data, image)()[..., :3]
     f = math.sqrt(mp * 1e6 / (img.shape[0] * img.shape[1]))
     h, w = round(img.shape[0] * f), round(img.shape[1] * f)
     img = cv2.resize(
         img, (w, h), interpolation=cv2.INTER_LINEAR if f > 1 else cv2.INTER_AREA
     )
     u, wts = synthetic.segmentation_problem(img)
-    return f"seg {mp:g} MP {h}x{w}", grid_energy(u, weights=wts)
+    name = f"seg {mp:g} MP {h}x{w}" if image == "astronaut" else f"{image} {mp:g} MP"
+    return name, grid_energy(u, weights=wts)
 
 
 def vol_energy(n):
@@ -380,8 +384,9 @@ def parse_configs(text):
     incremental global relabels after the rounds that start with fewer than F * n
     active nodes (``incremental_below``; needs ``bm0``), and
     compile-time constants through ``_maxflow_gpu._EXTRA_DEFINES``: ``mbN``
-    (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``sleepN`` (BFS_SLEEP), ``stats1``
-    (PR_STATS: push and BFS tiles and rounds per round, in the profile).
+    (PR_MIN_BLOCKS), ``scanN`` (BFS_SCAN), ``sleepN`` (BFS_SLEEP), ``lrN`` (PR_LR_AT:
+    a local relabel of each push tile at local round N), ``stats1`` (PR_STATS: push and
+    BFS tiles and rounds per round, in the profile).
     """
     if not text:
         return [{}]
@@ -411,6 +416,8 @@ def parse_configs(text):
                 kw["_persist"] = float(tok[2:])
             elif tok.startswith("inc"):
                 kw["incremental_below"] = float(tok[3:])  # fraction of n
+            elif tok.startswith("lr"):
+                defines["PR_LR_AT"] = int(tok[2:])
             elif tok.startswith("bm"):
                 kw["bfs_mode"] = int(tok[2:])
             elif tok.startswith("tit"):
@@ -433,7 +440,7 @@ def parse_configs(text):
     return out
 
 
-def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
+def bench(sizes, volumes, runs, cpu_max, configs, profile, out, images=("astronaut",)):
     import cupy
 
     from vision_cuts import grid_graph
@@ -442,7 +449,7 @@ def bench(sizes, volumes, runs, cpu_max, configs, profile, out):
     maxflow_grid_gpu = _solver_with_knobs()
 
     rows = []
-    problems = [lambda m=m: seg_energy(m) for m in sizes] + [
+    problems = [lambda m=m, i=i: seg_energy(m, i) for i in images for m in sizes] + [
         lambda v=v: vol_energy(v) for v in volumes
     ]
     for make in problems:
@@ -546,6 +553,12 @@ def main():
     ap.add_argument("--seed", type=int, nargs="+", default=[0])
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--sizes", type=float, nargs="*", default=[0.3, 2, 4, 8])
+    ap.add_argument(
+        "--images",
+        nargs="+",
+        default=["astronaut"],
+        help="scikit-image pictures of the segmentation energies",
+    )
     ap.add_argument("--volumes", type=int, nargs="*", default=[128, 256])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--cpu-max", type=int, default=9_000_000)
@@ -576,7 +589,9 @@ def main():
         for seed in a.seed:
             bad += diff_test(a.diff, a.repeats, seed, a.out)
     if a.bench:
-        bad += bench(a.sizes, a.volumes, a.runs, a.cpu_max, configs, a.profile, a.out)
+        bad += bench(
+            a.sizes, a.volumes, a.runs, a.cpu_max, configs, a.profile, a.out, a.images
+        )
     sys.exit(1 if bad else 0)
 
 

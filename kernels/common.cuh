@@ -227,4 +227,94 @@ __device__ __forceinline__ void vc_load_halo(int* s_h, const int* h,
 #endif
 }
 
+// Relax the heights of a tile in s_h (with its halo, which stays fixed) to the fixed
+// point of h(u) = min(h(u), h(v) + 1) over residual arcs u -> v (s_m: residual masks of
+// the tile's nodes, bit k: arc plane k) by segmented min-plus scans: per axis, each line
+// of the tile lies along consecutive lanes (lines of TILE_X, TILE_Y, TILE_Z threads) and
+// is scanned forward and backward by warp shuffles, so a straight run of residual arcs
+// settles in one step; axes alternate until nothing changes. Needs every tile side a
+// power of two <= 32. Block-wide; ends synchronised. Returns the scan iterations.
+// (grid_bfs.cu with BFS_SCAN, and the local relabel of grid_push_relabel.cu.)
+__device__ __forceinline__ int vc_relax_scan(int* s_h, const unsigned char* s_m) {
+    const int t = threadIdx.x;
+    int rounds = 0;
+    const unsigned int lanes = VC_NT >= 32 ? 0xffffffffu : ((1u << (VC_NT & 31)) - 1u);
+    while (true) {
+        bool changed = false;
+        ++rounds;
+#pragma unroll
+        for (int ax = 0; ax < NDIM; ++ax) {
+            // this axis' lines lie along consecutive lanes: pos = t % L
+            const int L = ax == 0 ? TILE_X : (ax == 1 ? TILE_Y : TILE_Z);
+            const int step = ax == 0 ? 1 : (ax == 1 ? VC_HX : VC_HX * VC_HY);
+            int lx, ly, lz, pos;
+            if (ax == 0) {
+                lx = t % TILE_X;
+                ly = (t / TILE_X) % TILE_Y;
+                lz = t / (TILE_X * TILE_Y);
+                pos = lx;
+            } else if (ax == 1) {
+                ly = t % TILE_Y;
+                lx = (t / TILE_Y) % TILE_X;
+                lz = t / (TILE_X * TILE_Y);
+                pos = ly;
+            } else {
+                lz = t % TILE_Z;
+                lx = (t / TILE_Z) % TILE_X;
+                ly = t / (TILE_X * TILE_Z);
+                pos = lz;
+            }
+            const unsigned int m = s_m[(lz * TILE_Y + ly) * TILE_X + lx];
+#if NDIM == 3
+            const int hi = ((lz + 1) * VC_HY + ly + 1) * VC_HX + lx + 1;
+#else
+            const int hi = (ly + 1) * VC_HX + lx + 1;
+#endif
+            const bool fwd = (m >> (2 * ax)) & 1u;      // arc to pos + 1
+            const bool bwd = (m >> (2 * ax + 1)) & 1u;  // arc to pos - 1
+            const int h0 = s_h[hi];
+            int hv = h0;
+            if (pos == L - 1 && fwd) {  // the arc leaves the tile: one step from the halo
+                const int q = s_h[hi + step];
+                if (q < VC_INF && q + 1 < hv) hv = q + 1;
+            }
+            if (pos == 0 && bwd) {
+                const int q = s_h[hi - step];
+                if (q < VC_INF && q + 1 < hv) hv = q + 1;
+            }
+            // forward: min over the run p -> p+1 -> ... -> q of h(q) + q (suffix scan);
+            // backward: min over p -> p-1 -> ... -> q of h(q) - q (prefix scan).
+            // cf (cb): p reaches p + o (p - o) along residual arcs inside the tile.
+            int gf = hv + pos;  // <= VC_INF + 31: no overflow
+            int gb = hv - pos;
+            int cf = fwd && pos + 1 < L;
+            int cb = bwd && pos > 0;
+#pragma unroll
+            for (int o = 1; o < L; o <<= 1) {
+                const int gf2 = __shfl_down_sync(lanes, gf, o, L);
+                const int cf2 = __shfl_down_sync(lanes, cf, o, L);
+                const int gb2 = __shfl_up_sync(lanes, gb, o, L);
+                const int cb2 = __shfl_up_sync(lanes, cb, o, L);
+                if (cf) {
+                    gf = min(gf, gf2);
+                    cf = cf2;
+                }
+                if (cb) {
+                    gb = min(gb, gb2);
+                    cb = cb2;
+                }
+            }
+            int hn = min(hv, min(gf - pos, gb + pos));
+            if (hn > VC_INF) hn = VC_INF;
+            if (hn < h0) {
+                s_h[hi] = hn;  // this thread is the only reader and writer of s_h[hi] now
+                changed = true;
+            }
+            __syncthreads();
+        }
+        if (!__syncthreads_or(changed)) break;
+    }
+    return rounds;
+}
+
 #endif  // VC_COMMON_CUH

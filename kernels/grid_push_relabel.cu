@@ -55,7 +55,10 @@
 // PR_MIN_BLOCKS (default 1): the minimum resident blocks per SM asked of the compiler
 // for gpr_push_tile (2 caps a 1024-thread block at 32 registers); PR_STATS (default 0;
 // 1: gpr_push_tile counts tiles run, rounds run and tiles left active in pstats[0..2],
-// for the profile of benchmarks/gpu_grid_check.py).
+// for the profile of benchmarks/gpu_grid_check.py); PR_LR_AT (default 0 = off; an
+// option, not a default: benchmarks/NOTES_gpu_grid.md, sixth round): at this local round
+// a tile run raises its heights to the exact distances inside the tile (vc_relax_scan
+// of common.cuh; tile sides powers of two <= 32, as the host allows).
 // Shared memory per block: 2 * VC_HN * 4 + (4 * K + 1) * VC_NT bytes (26 KiB for
 // 32 x 32 in 2-D, 39 KiB for 16 x 8 x 8 in 3-D).
 #include "common.cuh"
@@ -66,6 +69,13 @@
 #ifndef PR_STATS
 #define PR_STATS 0  // 1: gpr_push_tile adds tiles run, rounds run, tiles left active
 #endif              //    to pstats[0..2] (profiling only)
+#ifndef PR_LR_AT
+#define PR_LR_AT 0  // > 0: a local relabel of the tile at this local round (option)
+#endif
+#if PR_LR_AT > 0 && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
+                     (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
+#error "PR_LR_AT needs tile sides that are powers of two <= 32"
+#endif
 
 extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __restrict__ snk,
                                     vc_u64* __restrict__ ex, int* __restrict__ tcap,
@@ -115,6 +125,9 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
     __shared__ int s_h[2][VC_HN];  // heights, double-buffered: round i reads [i & 1]
     __shared__ int s_rc[VC_K][VC_NT];
     __shared__ unsigned char s_touch[VC_NT];  // a neighbour pushed to this node
+#if PR_LR_AT > 0
+    __shared__ unsigned char s_m[VC_NT];  // residual masks (the local relabel)
+#endif
 
     const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
     const int t = a.t;
@@ -150,8 +163,32 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
     int b = 0;
     int it = 0;
     for (; it < iters; ++it) {
-        const bool act = a.inside && e > 0 && hh < VC_INF;
+        bool act = a.inside && e > 0 && hh < VC_INF;
         if (!__syncthreads_or(act)) break;
+#if PR_LR_AT > 0
+        if (it == PR_LR_AT) {  // uniform
+            // Local relabel: raise every height to its exact distance inside the tile,
+            // to a residual sink arc (1) or through a residual border arc to the halo
+            // (halo height + 1), VC_INF where neither is left: excess that can no longer
+            // leave the tile stops bouncing, the rest sees the way out. The other
+            // buffer is scratch until the end of the round; its halo equals this one's.
+            int* w = s_h[b ^ 1];
+            unsigned int m = 0;
+#pragma unroll
+            for (int k = 0; k < VC_K; ++k) m |= (r[k] > 0 ? 1u : 0u) << k;
+            s_m[t] = (unsigned char)m;
+            w[a.hi] = a.inside && tc > 0 ? 1 : VC_INF;
+            __syncthreads();
+            vc_relax_scan(w, s_m);  // ends synchronised
+            const int loc = w[a.hi];
+            if (a.inside && loc > hh) {  // a valid labelling is never above these
+                hh = loc;
+                s_h[b][a.hi] = hh;
+            }
+            act = a.inside && e > 0 && hh < VC_INF;
+            __syncthreads();
+        }
+#endif
         if (act) {
             if (tc > 0) {  // the sink is admissible: h == 1
                 const int d = e < (vc_u64)tc ? (int)e : tc;

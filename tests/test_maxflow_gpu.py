@@ -196,6 +196,27 @@ def test_incremental_relabels_by_default_on_large_2d_grids(rng, monkeypatch):
             assert st["incremental_below"] == 0 and st["incremental_relabels"] == 0
 
 
+def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
+    """2-D grids of fewer than _SMALL_2D nodes compile the push kernel for one resident
+    block a SM (PR_MIN_BLOCKS 1), larger ones and 3-D grids for two; both are exact (the
+    bound lowered here so that a small grid takes the other path)."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    for bound, shape, want in [
+        (1 << 20, (90, 70), 1),
+        (100, (90, 70), 2),
+        (1 << 20, (12, 11, 10), 2),  # 3-D: tiles of 16 x 8 x 8, 1024 threads
+    ]:
+        monkeypatch.setattr(_maxflow_gpu, "_SMALL_2D", bound)
+        g = grid_graph(*synthetic.random_grid_graph(shape, rng, high=40))
+        f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+        f, labels, st = _solve_gpu(g)
+        assert f == f_cpu and g.energy(labels.get()) == f
+        assert st["push_min_blocks"] == want
+
+
 @pytest.mark.parametrize("pipeline", [1, 3])
 def test_host_loop_and_solver_reuse(pipeline, rng, monkeypatch):
     """Rounds queued ahead of the active count, and the cached solver (buffers and
