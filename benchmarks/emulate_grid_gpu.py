@@ -21,6 +21,8 @@ first (``benchmarks/NOTES_gpu_grid.md``, sixth round, has what they gave):
     python benchmarks/emulate_grid_gpu.py --mp 2
     python benchmarks/emulate_grid_gpu.py --mp 2 --stale 1      # BFS one sweep stale
     python benchmarks/emulate_grid_gpu.py --mp 2 --local-relabel 4
+    python benchmarks/emulate_grid_gpu.py --mp 2 --local-relabel 6 \
+        --local-relabel-below 2000  # the local relabel in the tail only
     python benchmarks/emulate_grid_gpu.py --mp 2 --shift --walk-below 300
 
 Every variant keeps the preflow exact (it only changes which pushes happen), and the
@@ -390,6 +392,7 @@ def solve(
     lr_at=0,
     lr_every=0,
     stall=0,
+    lr_below=0,
     max_rounds=200,
 ):
     """Emulate the solve; returns a dict: flow, active (after each global relabel),
@@ -399,7 +402,9 @@ def solve(
     it overlapped the last), 2: on the state before the round's sweeps; an exact
     relabel then confirms the end. ``shift``: every other sweep on tiles offset by half
     a tile. ``walk_below``: rounds that start with fewer active nodes are walk rounds
-    (gpr_walk) instead of sweeps. ``lr_at``, ``lr_every``, ``stall``: see push_launch.
+    (gpr_walk) instead of sweeps. ``lr_at``, ``lr_every``, ``stall``: see push_launch;
+    ``lr_below``: the local relabel only in rounds that start with fewer active nodes
+    (0: in every round).
     """
     ny, nx = source.shape
     n = nx * ny
@@ -452,7 +457,7 @@ def solve(
                         ox,
                         oy,
                         shift,
-                        lr_at,
+                        lr_at if (not lr_below or active[-1] < lr_below) else 0,
                         lr_every,
                         stall,
                     )
@@ -500,6 +505,7 @@ def main() -> int:
     ap.add_argument("--local-relabel", type=int, default=0, metavar="ROUND")
     ap.add_argument("--local-relabel-every", type=int, default=0)
     ap.add_argument("--stall", type=int, default=0)
+    ap.add_argument("--local-relabel-below", type=int, default=0, metavar="ACTIVE")
     a = ap.parse_args()
     bad = 0
     for mp in a.mp:
@@ -520,6 +526,7 @@ def main() -> int:
             lr_at=a.local_relabel,
             lr_every=a.local_relabel_every,
             stall=a.stall,
+            lr_below=a.local_relabel_below,
         )
         dt = time.perf_counter() - t0
         f_cpu = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]

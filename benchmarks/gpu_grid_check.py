@@ -183,6 +183,9 @@ def random_case(i, rng):
         kw["_persist"] = 1 / 1024
     elif q < 0.8:
         kw["_persist"] = 2.0
+    if nd == 2 and rng.random() < 0.4:  # the bit-parallel BFS (its own BFS tiles)
+        kw["_bfs_warp"] = True
+        kw.pop("bfs_tile", None)
     if rng.random() < 0.5:  # incremental global relabels (need bfs_mode 0, no walks)
         kw["incremental_below"] = float(rng.choice([2.0, 1 / 1024, 0.05]))
         kw["bfs_mode"] = 0
@@ -202,6 +205,7 @@ def _solver_with_knobs():
         _reuse=None,
         _walk=None,
         _persist=None,
+        _bfs_warp=None,
         **kw,
     ):
         saved = (
@@ -209,6 +213,7 @@ def _solver_with_knobs():
             _maxflow_gpu._REUSE,
             _maxflow_gpu._WALK_BELOW,
             _maxflow_gpu._PERSIST_BELOW,
+            _maxflow_gpu._BFS_WARP,
         )
         _maxflow_gpu._EXTRA_DEFINES.clear()
         _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
@@ -220,6 +225,8 @@ def _solver_with_knobs():
             _maxflow_gpu._WALK_BELOW = _walk
         if _persist is not None:
             _maxflow_gpu._PERSIST_BELOW = _persist
+        if _bfs_warp is not None:
+            _maxflow_gpu._BFS_WARP = _bfs_warp
         if isinstance(kw.get("incremental_below"), float):  # a fraction of the nodes
             kw["incremental_below"] = int(kw["incremental_below"] * args[0].size)
         try:
@@ -231,6 +238,7 @@ def _solver_with_knobs():
                 _maxflow_gpu._REUSE,
                 _maxflow_gpu._WALK_BELOW,
                 _maxflow_gpu._PERSIST_BELOW,
+                _maxflow_gpu._BFS_WARP,
             ) = saved
 
     return solve
@@ -375,7 +383,8 @@ def parse_configs(text):
 
     Tokens: ``itN`` local_iters, ``RN`` sweeps_per_relabel, ``tailN`` tail_sweeps,
     ``titN`` tail_iters, ``tXxYxZ`` tile, ``btXxYxZ`` bfs_tile, ``g0`` no CUDA graph,
-    ``def`` nothing (the defaults), ``wbF`` path walks in the rounds that start with
+    ``def`` nothing (the defaults), ``bw1`` the bit-parallel BFS of 2-D grids
+    (``_maxflow_gpu._BFS_WARP``), ``wbF`` path walks in the rounds that start with
     fewer than F * n active nodes (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every
     round), ``ppF`` persistent push launches in the rounds that start with fewer than
     F * n active nodes (``_maxflow_gpu._PERSIST_BELOW``), ``bmN`` the mode bits of the
@@ -410,6 +419,8 @@ def parse_configs(text):
                 kw["_pipeline"] = int(tok[4:])
             elif tok == "reuse0":
                 kw["_reuse"] = False
+            elif tok == "bw1":
+                kw["_bfs_warp"] = True
             elif tok.startswith("wb"):
                 kw["_walk"] = float(tok[2:])
             elif tok.startswith("pp"):

@@ -35,6 +35,10 @@
 //                    given by their counts and log2 sides); one flag and one pending
 //                    update a visit; claims by one exchange; pending read with the
 //                    flags; and chained visits (heights then lowered by atomicMin).
+//   gbfs_wmask, gbfs_warp  an option for 2-D grids with 32 x 32 BFS tiles (host:
+//                    _BFS_WARP, off): the masks of the residual arcs as bits (and
+//                    gbfs_init's work), then gbfs_persistent's relaxation with one warp
+//                    a tile and the tile's BFS on bit masks (see its section below).
 //   gbfs_seed, gbfs_invalidate  the incremental global relabel (at the end of the file):
 //                    the BFS then starts from the distances of the last relabel where
 //                    the round's pushes left them exact.
@@ -542,6 +546,241 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
             *(volatile int*)out = total;
         }
     }
+}
+
+// ---- bit-parallel BFS by warps (2-D, 32 x 32 BFS tiles) -----------------------------
+// gbfs_warp: gbfs_persistent's work (the same flags and pending counter, the same
+// result: the exact distances) with one warp a 32 x 32 tile instead of a block, the
+// tile's BFS run on bit masks. gbfs_wmask first writes, for every row word of 32 nodes
+// (word y * ntx + tx: row y of BFS tile column tx), the residual arcs of each plane and
+// the residual sink arcs as bits (mask[p * nw + word], p = 0..3 arc planes, 4 sink);
+// with `init` it also does gbfs_init's work, flagging the tiles 2 ("first visit").
+// In a visit lane y holds row y's masks and the frontier of a BFS level as one word,
+// so one level of the whole tile is a few shifts, ands and two shuffles. A first visit
+// (flag 2, or every visit with `full`) runs the whole BFS of the tile: from the sink
+// nodes (distance 1) and the halo (a border node with a residual arc to a neighbour
+// tile at distance d starts at d + 1), level by level, each node keeping min(old, new);
+// the tile's heights are then consistent (h(u) <= h(v) + 1 on the residual arcs inside
+// it). A later visit (flag 1: a neighbour's border height dropped) starts only from the
+// halo seeds that lower a height and carries on only through nodes that drop, which
+// from a consistent tile gives the same heights. A warp owns the tiles w, w + W, ...
+// (W warps in all, every one resident), claims its flagged ones as vc_tile_pass does;
+// a visit that lowers a border height flags the neighbour tile across that face
+// (atomicMax, so a pending first visit stays one). Values only drop and stay upper
+// bounds of the distances: the chaotic relaxation of gbfs_persistent, a tile at a time.
+#define GW_WARPS 8  // warps a block (independent workers)
+#define GW_FULL 0xffffffffu
+
+extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
+                                      const int* __restrict__ tcap, int* __restrict__ h,
+                                      unsigned int* __restrict__ mask, int* __restrict__ flags,
+                                      int* __restrict__ ctrl, int ntiles,
+                                      const int* __restrict__ out, int init, int nx, int ny,
+                                      int ntx, IDX_T n) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
+#if NDIM == 2
+    const IDX_T nw = (IDX_T)ny * ntx;
+    const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;  // a multiple of 32
+    const int lane = threadIdx.x & 31;
+    for (IDX_T i = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; i < nw * 32; i += stride) {
+        const IDX_T w = i >> 5;  // uniform over the warp
+        const int y = (int)(w / ntx);
+        const int x = (int)(w % ntx) * 32 + lane;
+        const bool in = x < nx;
+        const IDX_T g = (IDX_T)y * nx + x;
+        int c[VC_K], tc = 0;
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) c[k] = in ? rc[(IDX_T)k * n + g] : 0;
+        if (in) tc = tcap[g];
+        if (init && in) h[g] = tc > 0 ? 1 : VC_INF;
+        unsigned int b[VC_K + 1];
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) b[k] = __ballot_sync(GW_FULL, c[k] > 0);
+        b[VC_K] = __ballot_sync(GW_FULL, tc > 0);
+        if (lane <= VC_K) mask[(IDX_T)lane * nw + w] = b[lane];
+    }
+    if (init) {
+        const IDX_T gid = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x;
+        for (IDX_T i = gid; i < ntiles; i += stride) flags[i] = 2;
+        if (gid == 0) ctrl[0] = ntiles;  // pending
+    }
+#else
+    (void)rc, (void)tcap, (void)h, (void)mask, (void)flags, (void)ctrl, (void)ntiles;
+    (void)init, (void)nx, (void)ny, (void)ntx, (void)n;
+    __trap();  // 2-D only
+#endif
+}
+
+#if NDIM == 2 && TILE_X == 32 && TILE_Y == 32
+// One visit of tile `tile` by this warp (`full`: the whole BFS of the tile, else from
+// the halo seeds that lower a height); s_d: the warp's 32 x 33 scratch of heights.
+__device__ __forceinline__ void vc_warp_visit(const unsigned int* __restrict__ mask,
+                                              int* h, int* flags, int* pending,
+                                              int (*s_d)[33], int tile, bool full, int nx,
+                                              int ny, int ntx, int nty) {
+    const int lane = threadIdx.x & 31;
+    const int tx = tile % ntx, ty = tile / ntx;
+    const int x0 = tx * 32, y0 = ty * 32;
+    const int x = x0 + lane;
+    const int yr = y0 + lane;  // my row
+    // the heights of the tile (row r: lane = column), all loads in flight at once
+    int hv[32];
+#pragma unroll
+    for (int r = 0; r < 32; ++r)
+        hv[r] = x < nx && y0 + r < ny ? __ldcg(h + (IDX_T)(y0 + r) * nx + x) : VC_INF;
+    // my row's masks and the halo (both independent of the copy)
+    const IDX_T nw = (IDX_T)ny * ntx;
+    unsigned int R0 = 0, R1 = 0, R2 = 0, R3 = 0, T = 0;
+    if (yr < ny) {
+        const IDX_T w = (IDX_T)yr * ntx + tx;
+        R0 = __ldg(mask + w);
+        R1 = __ldg(mask + nw + w);
+        R2 = __ldg(mask + 2 * nw + w);
+        R3 = __ldg(mask + 3 * nw + w);
+        T = __ldg(mask + 4 * nw + w);
+    }
+    const int hT = ty > 0 && x < nx ? __ldcg(h + (IDX_T)(y0 - 1) * nx + x) : VC_INF;
+    const int hB = y0 + 32 < ny && x < nx ? __ldcg(h + (IDX_T)(y0 + 32) * nx + x) : VC_INF;
+    const int hL = tx > 0 && yr < ny ? __ldcg(h + (IDX_T)yr * nx + x0 - 1) : VC_INF;
+    const int hR = x0 + 32 < nx && yr < ny ? __ldcg(h + (IDX_T)yr * nx + x0 + 32) : VC_INF;
+    // seeds: sT / sB for the node of column `lane` in row 0 / 31, sL / sR for the node
+    // of row `lane` in column 0 / 31
+    const unsigned int up3 = __shfl_sync(GW_FULL, R3, 0);   // row 0's arcs to -y
+    const unsigned int dn2 = __shfl_sync(GW_FULL, R2, 31);  // row 31's arcs to +y
+    int sT = ((up3 >> lane) & 1u) && hT < VC_INF ? hT + 1 : VC_INF;
+    int sB = ((dn2 >> lane) & 1u) && hB < VC_INF ? hB + 1 : VC_INF;
+    int sL = (R1 & 1u) && hL < VC_INF ? hL + 1 : VC_INF;
+    int sR = (R0 >> 31) && hR < VC_INF ? hR + 1 : VC_INF;
+#pragma unroll
+    for (int r = 0; r < 32; ++r) s_d[r][lane] = hv[r];
+    __syncwarp();  // s_d complete for every lane
+    if (!full) {  // only seeds that lower a height
+        if (sT >= s_d[0][lane]) sT = VC_INF;
+        if (sB >= s_d[31][lane]) sB = VC_INF;
+        if (sL >= s_d[lane][0]) sL = VC_INF;
+        if (sR >= s_d[lane][31]) sR = VC_INF;
+        T = 0u;  // the sink nodes are at 1 already
+    }
+    int L = min(min(sT, sB), min(sL, sR));
+    if (T) L = 1;
+    L = __reduce_min_sync(GW_FULL, L);
+    unsigned int changed = 0;  // bits of my row whose height dropped
+    if (L < VC_INF) {
+        unsigned int D = 0, F = 0;  // reached; frontier of level L
+        while (true) {
+            unsigned int inj = L == 1 ? T : 0u;
+            if (sL == L) inj |= 1u;
+            if (sR == L) inj |= 0x80000000u;
+            const unsigned int bt = __ballot_sync(GW_FULL, sT == L);
+            const unsigned int bb = __ballot_sync(GW_FULL, sB == L);
+            if (lane == 0) inj |= bt;
+            if (lane == 31) inj |= bb;
+            F = (F | inj) & ~D;
+            D |= F;
+            unsigned int keep = full ? F : 0u;  // a later visit goes on only where it drops
+            for (unsigned int f = F; f; f &= f - 1) {
+                const int b = __ffs(f) - 1;
+                if (L < s_d[lane][b]) {
+                    s_d[lane][b] = L;
+                    changed |= 1u << b;
+                    keep |= 1u << b;
+                }
+            }
+            F = keep;
+            if (!__any_sync(GW_FULL, F != 0)) {  // empty front: jump to the next seed
+                int nxt = VC_INF;
+                if (sT > L && sT < nxt) nxt = sT;
+                if (sB > L && sB < nxt) nxt = sB;
+                if (sL > L && sL < nxt) nxt = sL;
+                if (sR > L && sR < nxt) nxt = sR;
+                nxt = __reduce_min_sync(GW_FULL, nxt);
+                if (nxt >= VC_INF) break;
+                L = nxt;
+                continue;
+            }
+            const unsigned int up = __shfl_up_sync(GW_FULL, F, 1);
+            const unsigned int dn = __shfl_down_sync(GW_FULL, F, 1);
+            F = ((F >> 1) & R0) | ((F << 1) & R1) | (lane < 31 ? dn & R2 : 0u) |
+                (lane > 0 ? up & R3 : 0u);
+            ++L;
+        }
+    }
+    __syncwarp();
+    if (!__any_sync(GW_FULL, changed != 0)) return;
+    // write the heights that dropped (row r: lane = column), flag the neighbours
+#pragma unroll 4
+    for (int r = 0; r < 32; ++r) {
+        const unsigned int c = __shfl_sync(GW_FULL, changed, r);
+        if ((c >> lane) & 1u) __stcg(h + (IDX_T)(y0 + r) * nx + x, s_d[r][lane]);
+    }
+    const unsigned int cl = __ballot_sync(GW_FULL, changed & 1u);
+    const unsigned int cr = __ballot_sync(GW_FULL, changed >> 31);
+    const unsigned int ct = __shfl_sync(GW_FULL, changed, 0);
+    const unsigned int cb = __shfl_sync(GW_FULL, changed, 31);
+    __threadfence();  // the heights are visible before the neighbours' flags
+    int nb = -1;
+    if (lane == 0 && cl && tx > 0) nb = tile - 1;
+    if (lane == 1 && cr && tx + 1 < ntx) nb = tile + 1;
+    if (lane == 2 && ct && ty > 0) nb = tile - ntx;
+    if (lane == 3 && cb && ty + 1 < nty) nb = tile + ntx;
+    if (nb >= 0 && atomicMax(&flags[nb], 1) == 0) atomicAdd(pending, 1);
+    __syncwarp();  // s_d free for the next visit
+}
+#endif
+
+// Defined in every build (so every module exports the same names); its work needs 2-D
+// tiles of 32 x 32, where the host launches it, and traps elsewhere. `full`: every
+// visit runs the whole BFS of its tile (the incremental relabel's start is not
+// consistent inside a tile; gbfs_wmask's is, after each tile's first visit).
+extern "C" __global__ void __launch_bounds__(32 * GW_WARPS)
+gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
+          const int* __restrict__ out, int full, int nx, int ny, int ntx, int nty) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
+#if NDIM == 2 && TILE_X == 32 && TILE_Y == 32
+    __shared__ int s_d[GW_WARPS][32][33];
+    const int lane = threadIdx.x & 31;
+    const int wib = threadIdx.x >> 5;
+    const int W = gridDim.x * GW_WARPS;
+    const int w = blockIdx.x * GW_WARPS + wib;
+    const int ntiles = ntx * nty;
+    int* pending = &ctrl[0];
+    while (true) {
+        int claimed = 0;
+        for (int base = w; base < ntiles; base += 32 * W) {
+            const int cand = base + lane * W;
+            int got = 0;
+            if (cand < ntiles && *(volatile int*)&flags[cand] != 0)
+                got = atomicExch(&flags[cand], 0);
+            __threadfence();  // the claim is ordered before the tile is read
+            unsigned int mine = __ballot_sync(GW_FULL, got != 0);
+            const unsigned int first = __ballot_sync(GW_FULL, got == 2);
+            const int cnt = __popc(mine);
+            while (mine) {
+                const int j = __ffs(mine) - 1;
+                mine &= mine - 1;
+                vc_warp_visit(mask, h, flags, pending, s_d[wib], base + j * W,
+                              full || ((first >> j) & 1u), nx, ny, ntx, nty);
+            }
+            if (cnt && lane == 0) {
+                __threadfence();
+                atomicSub(pending, cnt);  // after the flags these tiles set
+            }
+            claimed += cnt;
+        }
+        if (claimed == 0) {
+            int done = 0;
+            if (lane == 0) {
+                done = *(volatile int*)pending == 0;
+                if (!done) __nanosleep(BFS_SLEEP);
+            }
+            if (__shfl_sync(GW_FULL, done, 0)) return;
+        }
+    }
+#else
+    (void)mask, (void)h, (void)flags, (void)ctrl, (void)full, (void)nx, (void)ny;
+    (void)ntx, (void)nty;
+    __trap();
+#endif
 }
 
 // ---- incremental global relabel ----------------------------------------------------

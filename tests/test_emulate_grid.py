@@ -44,6 +44,7 @@ def _graph(rng, shape, **kw):
         {"shift": True},
         {"walk_below": 10**9},
         {"lr_at": 2, "lr_every": 3},
+        {"lr_at": 1, "lr_below": 50},
         {"stall": 2},
         {"tail_sweeps": 5},
     ],

@@ -217,6 +217,42 @@ def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
         assert st["push_min_blocks"] == want
 
 
+def test_bit_parallel_bfs_gives_the_block_bfs_distances(rng, monkeypatch):
+    """The 2-D option _BFS_WARP relabels with gbfs_warp (one warp a 32 x 32 tile, bit
+    masks); its distances are the block BFS's, so the whole solve is the same: flow,
+    cut and the active count after every global relabel, on shapes that are and are
+    not multiples of 32, thin ones, with incremental relabels too."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_WARP", True)
+    for shape, kw in [
+        ((130, 110), {}),
+        ((64, 96), {"sweeps_per_relabel": 1}),
+        ((1, 300), {}),
+        ((300, 1), {}),
+        ((33, 31), {"tile": (8, 4, 1)}),
+        ((150, 140), {"bfs_mode": 0, "incremental_below": 10**9}),
+    ]:
+        for high in (3, 10**6):
+            s, t, e = synthetic.random_grid_graph(shape, rng, high=high)
+            g = grid_graph(s, t, e)
+            f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+            f, labels, st = _solve_gpu(g, **kw)
+            assert st["bfs_warp"] and st["bfs_tile"] == (32, 32, 1)
+            assert f == f_cpu and g.energy(labels.get()) == f
+            f0, labels0, st0 = _solve_gpu(g, bfs_tile=(16, 16, 1), **kw)
+            assert not st0["bfs_warp"]
+            monkeypatch.setattr(_maxflow_gpu, "_BFS_WARP", False)
+            st1 = _solve_gpu(g, **kw)[2]  # the default: the block BFS
+            monkeypatch.setattr(_maxflow_gpu, "_BFS_WARP", True)
+            assert not st1["bfs_warp"] and st1["bfs_tile"] != (32, 32, 1)
+            assert st1["active"] == st["active"]
+            assert f0 == f and st0["active"] == st["active"]
+            np.testing.assert_array_equal(labels0.get(), labels.get())
+
+
 @pytest.mark.parametrize("pipeline", [1, 3])
 def test_host_loop_and_solver_reuse(pipeline, rng, monkeypatch):
     """Rounds queued ahead of the active count, and the cached solver (buffers and

@@ -68,6 +68,10 @@ _INT32_MAX = 2**31 - 1
 _MAX_NODES = _INF - 16  # finite heights are <= n < _INF
 _TILES = {2: (32, 32, 1), 3: (16, 8, 8)}
 _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
+# 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
+# the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
+_BFS_WARP = False
+_BFS_WARPS = 8
 # defaults per grid dimension, measured on an H200 (benchmarks/NOTES_gpu_grid.md)
 _LOCAL_ITERS = {2: 32, 3: 16}
 _SWEEPS_PER_RELABEL = {2: 2, 3: 1}
@@ -120,6 +124,7 @@ def _bytes_needed(n: int, k: int, host_inputs: bool) -> int:
         + 4  # excess, heights, residual sink capacity
         + 4  # distances of the last global relabel (incremental relabels)
         + 1  # labels
+        + 1  # bit masks of the 2-D BFS (5 bits a node, words padded per row)
         + 12
     )  # temporaries of the final flow reduction
     del host_inputs  # inputs are copied straight into the solver's own buffers
@@ -223,7 +228,13 @@ class _Solver:
         self.k_finish = get_kernel(pr, "gpr_finish")
         self.k_walk = get_kernel(pr, "gpr_walk")
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
-        self.k_bfs = get_kernel(bfs, "gbfs_persistent")
+        # 2-D with 32 x 32 BFS tiles: the bit-parallel BFS, one warp a tile
+        self.bfs_warp = _BFS_WARP and self.ndim == 2 and tuple(bfs_tile) == (32, 32, 1)
+        self.k_bfs = get_kernel(
+            bfs, "gbfs_warp" if self.bfs_warp else "gbfs_persistent"
+        )
+        self.bfs_threads = 32 * _BFS_WARPS if self.bfs_warp else self.bnt
+        self.k_wmask = get_kernel(bfs, "gbfs_wmask")
         self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
         self.k_seed = get_kernel(bfs, "gbfs_seed")
         self.k_inval = get_kernel(bfs, "gbfs_invalidate")
@@ -247,6 +258,9 @@ class _Solver:
         self.out = cupy.zeros(1, dtype=cupy.int32)  # active nodes after the last count
         self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
         self.pstats = cupy.zeros(8, dtype=cupy.int32)  # PR_STATS counters (profiling)
+        # gbfs_warp: residual arcs and sink arcs as bits, a word per 32 nodes of a row
+        self.nwords = ny * self.bntx if self.bfs_warp else 0
+        self.mask = cupy.empty(5 * self.nwords, dtype=cupy.uint32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
@@ -254,7 +268,10 @@ class _Solver:
         self.tdims = (np.int32(self.ntx), np.int32(self.nty), np.int32(self.ntz))
         self.btdims = (np.int32(self.bntx), np.int32(self.bnty), np.int32(self.bntz))
         self.init_grid = (max(1, min(-(-n // _INIT_BLOCK), 65535)),)
-        self.bfs_blocks = min(self.bntiles, _resident_blocks(self.k_bfs, self.bnt))
+        self.bfs_blocks = min(
+            -(-self.bntiles // _BFS_WARPS) if self.bfs_warp else self.bntiles,
+            _resident_blocks(self.k_bfs, self.bfs_threads),
+        )
         self.fused_blocks = min(
             self.bntiles, _resident_blocks(self.k_bfs_fused, self.bnt)
         )
@@ -292,6 +309,28 @@ class _Solver:
                 self.bflags,
                 self.ctrl,
                 np.int32(self.bntiles),
+                self.idx(self.n),
+            ),
+        )
+
+    def _wmask(self, init: bool) -> None:
+        """gbfs_wmask: the bit masks of gbfs_warp; with ``init`` gbfs_init's work too
+        (heights 1 / VC_INF, every BFS tile flagged for a first visit)."""
+        self.k_wmask(
+            (max(1, min(-(-self.nwords * 32 // _INIT_BLOCK), 65535 * 8)),),
+            (_INIT_BLOCK,),
+            (
+                self.rc,
+                self.tcap,
+                self.h,
+                self.mask,
+                self.bflags,
+                self.ctrl,
+                np.int32(self.bntiles),
+                self.out,
+                np.int32(init),
+                *self.dims[:2],
+                np.int32(self.bntx),
                 self.idx(self.n),
             ),
         )
@@ -349,6 +388,8 @@ class _Solver:
                     self.idx(self.n),
                 ),
             )
+        elif self.bfs_warp and mode == 0:
+            self._wmask(init=True)
         elif not mode & 1:
             self.k_bfs_init(
                 self.init_grid,
@@ -365,10 +406,27 @@ class _Solver:
             )
         if mark:
             mark("relabel_init")
-        if mode == 0 or incremental:
+        if (mode == 0 or incremental) and self.bfs_warp:
+            if incremental:
+                self._wmask(init=False)
             self.k_bfs(
                 (self.bfs_blocks,),
-                (self.bnt,),
+                (self.bfs_threads,),
+                (
+                    self.mask,
+                    self.d if incremental else self.h,
+                    self.bflags,
+                    self.ctrl,
+                    self.out,
+                    np.int32(incremental),  # full tile BFS at every visit
+                    *self.dims[:2],
+                    *self.btdims[:2],
+                ),
+            )
+        elif mode == 0 or incremental:
+            self.k_bfs(
+                (self.bfs_blocks,),
+                (self.bfs_threads,),
                 (
                     self.rc,
                     self.d if incremental else self.h,
@@ -509,7 +567,7 @@ def _get_solver(
     import cupy
 
     defines = tuple(sorted(_EXTRA_DEFINES.items()))
-    key = (shape, tile, bfs_tile, defines, cupy.cuda.Device().id)
+    key = (shape, tile, bfs_tile, defines, _BFS_WARP, cupy.cuda.Device().id)
     old = getattr(_cache, "solver", None)
     if _REUSE and old is not None and old.key == key:
         return old
@@ -677,6 +735,8 @@ def maxflow_grid_gpu(
     tile = tuple(tile) if tile is not None else _TILES[ndim]
     if bfs_tile is None:
         bfs_tile = _BFS_TILES[ndim] if tile == _TILES[ndim] else tile
+        if ndim == 2 and _BFS_WARP:
+            bfs_tile = (32, 32, 1)
     bfs_tile = tuple(bfs_tile)
     for name, tl in (("tile", tile), ("bfs_tile", bfs_tile)):
         if (
@@ -841,6 +901,7 @@ def maxflow_grid_gpu(
         "pipeline": depth,
         "push_min_blocks": solver.push_min_blocks,
         "bfs_blocks": solver.fused_blocks if bfs_mode else solver.bfs_blocks,
+        "bfs_warp": solver.bfs_warp and not bfs_mode,
         "active": history,
         # device ms of each round (sweeps + global relabel), event to event
         "round_ms": [
