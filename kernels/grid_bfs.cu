@@ -129,6 +129,43 @@ __device__ __forceinline__ int vc_relax_tile(int* s_h, const unsigned char* s_m)
     return rounds;
 }
 
+// Residual-arc mask of this thread's node (bit k: arc plane k has residual capacity).
+__device__ __forceinline__ unsigned int vc_arc_mask(const int* __restrict__ rc,
+                                                    const vc_node& a, IDX_T n) {
+    unsigned int m = 0;
+    if (a.inside) {
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
+    }
+    return m;
+}
+
+// The relaxation of a tile visit (gbfs_persistent, gbfs_fused): this thread's height
+// and residual arcs and the tile's halo into shared memory, then the tile relaxed to
+// its fixed point (PR_STATS: tiles and rounds into pstats[3..4]). Returns the node's
+// height before; s_h[a.hi] holds it after. Block-wide; ends synchronised.
+__device__ __forceinline__ int vc_relax_visit(int* s_h, unsigned char* s_m,
+                                              const int* __restrict__ rc, const int* h,
+                                              const vc_node& a, int nx, int ny, int nz,
+                                              int* __restrict__ pstats, IDX_T n) {
+    const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
+    s_h[a.hi] = h0;
+    s_m[a.t] = (unsigned char)vc_arc_mask(rc, a, n);  // rc is constant during the BFS
+    vc_load_halo<true>(s_h, h, a, nx, ny, nz);
+    __syncthreads();
+    const int rounds = vc_relax_tile(s_h, s_m);
+#if PR_STATS
+    if (a.t == 0) {
+        atomicAdd(&pstats[3], 1);  // tiles relaxed
+        atomicAdd(&pstats[4], rounds);
+    }
+#else
+    (void)rounds;
+    (void)pstats;
+#endif
+    return h0;
+}
+
 // The work loop of a persistent pass over the tiles (gbfs_persistent, gbfs_invalidate):
 // block b owns the tiles b, b + G, ...; it claims its flagged ones (flag 1 -> 0) and
 // calls visit(tile) for each (block-wide; visit may flag tiles, adding 1 to *pending for
@@ -182,31 +219,11 @@ gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
     if (out[0] == 0) return;  // no active node left: this round is a no-op
     __shared__ int s_h[VC_HN];
     __shared__ unsigned char s_m[VC_NT];
-    const int t = threadIdx.x;
     vc_tile_pass(flags, &ctrl[0], ntx * nty * ntz, [&](int tile) {
         int tx, ty, tz;
         vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
         const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
-        const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
-        s_h[a.hi] = h0;
-        unsigned int m = 0;  // residual arcs (rc is constant during the BFS)
-        if (a.inside) {
-#pragma unroll
-            for (int k = 0; k < VC_K; ++k) m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
-        }
-        s_m[t] = (unsigned char)m;
-        vc_load_halo<true>(s_h, h, a, nx, ny, nz);
-        __syncthreads();
-        const int rounds = vc_relax_tile(s_h, s_m);
-#if PR_STATS
-        if (t == 0) {
-            atomicAdd(&pstats[3], 1);  // tiles relaxed
-            atomicAdd(&pstats[4], rounds);
-        }
-#else
-        (void)rounds;
-        (void)pstats;
-#endif
+        const int h0 = vc_relax_visit(s_h, s_m, rc, h, a, nx, ny, nz, pstats, n);
         const int hh = s_h[a.hi];
         if (a.inside && hh < h0) {
             __stcg(h + a.g, hh);
@@ -252,17 +269,6 @@ __device__ __forceinline__ bool vc_halo_init(int* s_h, const int* __restrict__ t
 #endif
 #undef VC_HALO_INIT
     return fin;
-}
-
-// Residual-arc mask of this thread's node (bit k: arc plane k has residual capacity).
-__device__ __forceinline__ unsigned int vc_arc_mask(const int* __restrict__ rc,
-                                                    const vc_node& a, IDX_T n) {
-    unsigned int m = 0;
-    if (a.inside) {
-#pragma unroll
-        for (int k = 0; k < VC_K; ++k) m |= (rc[(IDX_T)k * n + a.g] > 0 ? 1u : 0u) << k;
-    }
-    return m;
 }
 
 // Faces of this thread's node that border another tile (bit k: the neighbour in
@@ -414,21 +420,8 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
                     vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
                     const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
                     if (agg && t == 0) s_face[0] = 0u;  // thread 0 alone reads it (below)
-                    const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
-                    s_h[a.hi] = h0;
-                    s_m[t] = (unsigned char)vc_arc_mask(rc, a, n);  // rc is constant here
-                    vc_load_halo<true>(s_h, h, a, nx, ny, nz);
-                    __syncthreads();
-                    const int rounds = vc_relax_tile(s_h, s_m);
-#if PR_STATS
-                    if (t == 0) {
-                        atomicAdd(&pstats[3], 1);  // tiles relaxed
-                        atomicAdd(&pstats[4], rounds);
-                    }
-#else
-                    (void)rounds;
-                    (void)pstats;
-#endif
+                    const int h0 =
+                        vc_relax_visit(s_h, s_m, rc, h, a, nx, ny, nz, pstats, n);
                     const int hh = s_h[a.hi];
                     if (a.inside && hh < h0) {
                         if (chain)
