@@ -297,6 +297,57 @@ def bfs(rc, tcap, ny, nx, h):
 
 
 @numba.njit(cache=True)
+def bfs_early(rc, tcap, ex, ny, nx, h, w):
+    """Level-synchronous BFS (as ``bfs``) that stops at the end of the first block of
+    ``w`` levels after which every node with excess and a finite height has its exact
+    distance; the nodes not reached then keep max(old height, levels + 1), a valid
+    labelling (VC_INF where the whole BFS ran). Returns (levels run, depth)."""
+    n = nx * ny
+    old = h.copy()
+    need = 0
+    for g in range(n):
+        if ex[g] > 0 and old[g] < INF:
+            need += 1
+    q = np.empty(n, dtype=np.int64)
+    qt = 0
+    for g in range(n):
+        h[g] = INF
+        if tcap[g] > 0:
+            h[g] = 1
+            q[qt] = g
+            qt += 1
+            if ex[g] > 0 and old[g] < INF:
+                need -= 1
+    qh = 0
+    level = 1
+    while qh < qt:
+        if need == 0 and level % w == 0:
+            for g in range(n):
+                if h[g] == INF and old[g] < INF:
+                    h[g] = max(old[g], level + 1)
+            return level, level
+        end = qt
+        while qh < end:
+            v = q[qh]
+            qh += 1
+            x = v % nx
+            y = v // nx
+            for k in range(4):
+                ux = x - (1, -1, 0, 0)[k]
+                uy = y - (0, 0, 1, -1)[k]
+                if 0 <= ux < nx and 0 <= uy < ny:
+                    u = uy * nx + ux
+                    if h[u] == INF and rc[k, u] > 0:
+                        h[u] = level + 1
+                        q[qt] = u
+                        qt += 1
+                        if ex[u] > 0 and old[u] < INF:
+                            need -= 1
+        level += 1
+    return level, level - 1
+
+
+@numba.njit(cache=True)
 def count(ex, h, flags, ny, nx):
     """gpr_count_active: active nodes; a tile flag says whether the tile has one."""
     ntx = (nx + TX - 1) // TX
@@ -394,6 +445,7 @@ def solve(
     stall=0,
     lr_below=0,
     max_rounds=200,
+    early=0,
 ):
     """Emulate the solve; returns a dict: flow, active (after each global relabel),
     rounds (per round: active, depth, launches' stats, model us), model_ms.
@@ -462,7 +514,11 @@ def solve(
                         stall,
                     )
                     row["launches"].append(st.tolist())
-            depth = bfs(*(snap or (rc, tcap)), ny, nx, h)
+            if early:
+                lv, depth = bfs_early(rc, tcap, ex, ny, nx, h, early)
+                row["levels"] = int(lv)
+            else:
+                depth = bfs(*(snap or (rc, tcap)), ny, nx, h)
         active.append(count(ex, h, flags, ny, nx))
         sel = (ex > 0) & (h < INF)
         row.update(
@@ -506,6 +562,7 @@ def main() -> int:
     ap.add_argument("--local-relabel-every", type=int, default=0)
     ap.add_argument("--stall", type=int, default=0)
     ap.add_argument("--local-relabel-below", type=int, default=0, metavar="ACTIVE")
+    ap.add_argument("--early", type=int, default=0, metavar="W")
     a = ap.parse_args()
     bad = 0
     for mp in a.mp:
@@ -527,6 +584,7 @@ def main() -> int:
             lr_every=a.local_relabel_every,
             stall=a.stall,
             lr_below=a.local_relabel_below,
+            early=a.early,
         )
         dt = time.perf_counter() - t0
         f_cpu = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]
@@ -544,6 +602,7 @@ def main() -> int:
             )
             print(
                 f" {i:5d} {r['active']:7d} {r['excess']:7d} {r['depth']:5d} "
+                f"{r.get('levels', '')!s:>5} "
                 f"{ls:44s} {r['model_us']:7.0f}"
             )
         bad += res["flow"] != f_cpu

@@ -186,6 +186,13 @@ def random_case(i, rng):
     if nd == 2 and rng.random() < 0.4:  # the bit-parallel BFS (its own BFS tiles)
         kw["_bfs_warp"] = True
         kw.pop("bfs_tile", None)
+    q = rng.random()  # 2-D: the level-synchronous BFS (default), off, L levels a phase
+    if nd == 2 and q < 0.25:
+        kw["_bfs_level"] = 0
+    elif nd == 2 and q < 0.6:
+        kw["_bfs_level"] = int(rng.choice([1, 2, 7, 16, 30, 31]))
+        if rng.random() < 0.7:
+            kw["bfs_mode"] = 0  # (other modes run gbfs_fused)
     if rng.random() < 0.5:  # incremental global relabels (need bfs_mode 0, no walks)
         kw["incremental_below"] = float(rng.choice([2.0, 1 / 1024, 0.05]))
         kw["bfs_mode"] = 0
@@ -206,6 +213,7 @@ def _solver_with_knobs():
         _walk=None,
         _persist=None,
         _bfs_warp=None,
+        _bfs_level=None,
         **kw,
     ):
         saved = (
@@ -214,6 +222,8 @@ def _solver_with_knobs():
             _maxflow_gpu._WALK_BELOW,
             _maxflow_gpu._PERSIST_BELOW,
             _maxflow_gpu._BFS_WARP,
+            _maxflow_gpu._BFS_LEVEL,
+            _maxflow_gpu._BFS_LEVEL_L,
         )
         _maxflow_gpu._EXTRA_DEFINES.clear()
         _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
@@ -227,6 +237,10 @@ def _solver_with_knobs():
             _maxflow_gpu._PERSIST_BELOW = _persist
         if _bfs_warp is not None:
             _maxflow_gpu._BFS_WARP = _bfs_warp
+        if _bfs_level is not None:  # 0: off, L: on, L levels a phase
+            _maxflow_gpu._BFS_LEVEL = bool(_bfs_level)
+            if _bfs_level:
+                _maxflow_gpu._BFS_LEVEL_L = int(_bfs_level)
         if isinstance(kw.get("incremental_below"), float):  # a fraction of the nodes
             kw["incremental_below"] = int(kw["incremental_below"] * args[0].size)
         try:
@@ -239,6 +253,8 @@ def _solver_with_knobs():
                 _maxflow_gpu._WALK_BELOW,
                 _maxflow_gpu._PERSIST_BELOW,
                 _maxflow_gpu._BFS_WARP,
+                _maxflow_gpu._BFS_LEVEL,
+                _maxflow_gpu._BFS_LEVEL_L,
             ) = saved
 
     return solve
@@ -384,10 +400,13 @@ def parse_configs(text):
     Tokens: ``itN`` local_iters, ``RN`` sweeps_per_relabel, ``tailN`` tail_sweeps,
     ``titN`` tail_iters, ``tXxYxZ`` tile, ``btXxYxZ`` bfs_tile, ``g0`` no CUDA graph,
     ``def`` nothing (the defaults), ``bw1`` the bit-parallel BFS of 2-D grids
-    (``_maxflow_gpu._BFS_WARP``), ``wbF`` path walks in the rounds that start with
-    fewer than F * n active nodes (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every
-    round), ``ppF`` persistent push launches in the rounds that start with fewer than
-    F * n active nodes (``_maxflow_gpu._PERSIST_BELOW``), ``bmN`` the mode bits of the
+    (``_maxflow_gpu._BFS_WARP``), ``lvL`` the level-synchronous BFS of 2-D grids
+    with L levels a phase (``_maxflow_gpu._BFS_LEVEL``; ``lv0`` off; ``lvtN`` and
+    ``lvpN`` its threads a block and words a thread, LV_NT and LV_NPER), ``wbF`` path
+    walks in the rounds that start with fewer than F * n active nodes
+    (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every round), ``ppF`` persistent
+    push launches in the rounds that start with fewer than F * n active nodes
+    (``_maxflow_gpu._PERSIST_BELOW``), ``bmN`` the mode bits of the
     global relabel launch (``bfs_mode``), ``pipeN`` rounds in flight
     (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, ``incF``
     incremental global relabels after the rounds that start with fewer than F * n
@@ -421,6 +440,12 @@ def parse_configs(text):
                 kw["_reuse"] = False
             elif tok == "bw1":
                 kw["_bfs_warp"] = True
+            elif tok.startswith("lvt"):
+                defines["LV_NT"] = int(tok[3:])
+            elif tok.startswith("lvp"):
+                defines["LV_NPER"] = int(tok[3:])
+            elif tok.startswith("lv"):
+                kw["_bfs_level"] = int(tok[2:])
             elif tok.startswith("wb"):
                 kw["_walk"] = float(tok[2:])
             elif tok.startswith("pp"):

@@ -547,7 +547,8 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
 // tile's BFS run on bit masks. gbfs_wmask first writes, for every row word of 32 nodes
 // (word y * ntx + tx: row y of BFS tile column tx), the residual arcs of each plane and
 // the residual sink arcs as bits (mask[p * nw + word], p = 0..3 arc planes, 4 sink);
-// with `init` it also does gbfs_init's work, flagging the tiles 2 ("first visit").
+// `init` bit 1: the initial heights of gbfs_init (1 / VC_INF), bit 2: its flags and
+// pending, the tiles flagged 2 ("first visit"); gbfs_level takes bit 1 only.
 // In a visit lane y holds row y's masks and the frontier of a BFS level as one word,
 // so one level of the whole tile is a few shifts, ands and two shuffles. A first visit
 // (flag 2, or every visit with `full`) runs the whole BFS of the tile: from the sink
@@ -585,14 +586,14 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
 #pragma unroll
         for (int k = 0; k < VC_K; ++k) c[k] = in ? rc[(IDX_T)k * n + g] : 0;
         if (in) tc = tcap[g];
-        if (init && in) h[g] = tc > 0 ? 1 : VC_INF;
+        if ((init & 1) && in) h[g] = tc > 0 ? 1 : VC_INF;
         unsigned int b[VC_K + 1];
 #pragma unroll
         for (int k = 0; k < VC_K; ++k) b[k] = __ballot_sync(GW_FULL, c[k] > 0);
         b[VC_K] = __ballot_sync(GW_FULL, tc > 0);
         if (lane <= VC_K) mask[(IDX_T)lane * nw + w] = b[lane];
     }
-    if (init) {
+    if (init & 2) {
         const IDX_T gid = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x;
         for (IDX_T i = gid; i < ntiles; i += stride) flags[i] = 2;
         if (gid == 0) ctrl[0] = ntiles;  // pending
@@ -775,6 +776,202 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
     __trap();
 #endif
 }
+
+// ---- level-synchronous bit-parallel BFS by regions (2-D) ----------------------------
+// gbfs_level: the exact BFS from the sink, a whole level at a time, on the bit masks of
+// gbfs_wmask (which, with init bit 1, also wrote h = 1 / VC_INF). A grid of G resident
+// blocks (the host sizes it by the occupancy; one block waits for all at the grid
+// barriers) splits the row words of the grid into G regions of cw words x ch rows.
+// Block b works on its region grown by one word left and right and by L rows above and
+// below (its halo): ew = cw + 2 words by eh = ch + 2L rows, row-major, up to LV_NPER
+// words a thread. A thread keeps its words' four arc masks, visited set V and frontier
+// F in registers and F in shared memory (two buffers, interleaved word by word, so a
+// neighbour's word is a fixed offset from one register in either buffer), and a level
+// is, per word, four shared loads, two funnel shifts and a few logic ops:
+//   F' = ((M0 & F(u+x)) | (M1 & F(u-x)) | (M2 & F(u+y)) | (M3 & F(u-y))) & ~V
+// and one barrier. Wrong values can only come in from outside the grown region, one
+// node a level, so after L levels (L <= 31: the halo's width in rows and at most a
+// word's in columns) the region's own words are still exact; a halo row d rows from
+// the region matters only up to level L - d of a phase, and is not computed after it.
+// The block then publishes V and F of its own words (pub, two parities so that a fast
+// neighbour cannot overwrite what a slow one still reads), meets the others at a grid
+// barrier, reloads its halo from its neighbours' publications and runs the next L
+// levels. The level of a node first reached in a phase is kept as five bit planes of
+// its offset in the phase (1..L) and written to h while the block waits at the
+// barrier. The BFS ends after the phase in which no region's own frontier is left
+// (term counters, three slots in turn). The exit ticket of the last block leaves ctrl
+// zeroed for the next launch. ctrl: [0] barrier arrivals, [1] exit tickets, [2..4]
+// regions with a frontier at the end of phase p (slot 2 + p % 3).
+#ifndef LV_NPER
+#define LV_NPER 2  // ext words a thread at most (the host sizes regions to fit)
+#endif
+#ifndef LV_NT
+#define LV_NT 1024  // threads a block (one block a SM)
+#endif
+// one level: F of buffer PAR (0 / 1) -> buffer 1 - PAR, the offset j's plane masks pl
+#define LV_LEVEL(PAR)                                                                      \
+    do {                                                                                   \
+        unsigned int pl0 = (j & 1) ? ~0u : 0u, pl1 = (j & 2) ? ~0u : 0u,                   \
+                     pl2 = (j & 4) ? ~0u : 0u, pl3 = (j & 8) ? ~0u : 0u,                   \
+                     pl4 = (j & 16) ? ~0u : 0u;                                            \
+        unsigned int any = 0u;                                                             \
+        _Pragma("unroll") for (int i = 0; i < LV_NPER; ++i) {                              \
+            if (i > 0 && !(slot >> i & 1u)) break;                                         \
+            if (j > dm[i]) continue;                                                       \
+            const int o = so[i];                                                           \
+            const unsigned int f = F[i];                                                   \
+            const unsigned int fe = __funnelshift_r(f, s_f[o + 2 + PAR], 1);               \
+            const unsigned int fw = __funnelshift_l(s_f[o - 2 + PAR], f, 1);               \
+            const unsigned int nb = ((M0[i] & fe) | (M1[i] & fw) | (M2[i] & s_f[od[i] + PAR]) | \
+                                     (M3[i] & s_f[ou[i] + PAR])) &                          \
+                                    ~V[i];                                                 \
+            V[i] |= nb;                                                                    \
+            F[i] = nb;                                                                     \
+            s_f[o + 1 - PAR] = nb;                                                         \
+            P[i][0] |= nb & pl0;                                                           \
+            P[i][1] |= nb & pl1;                                                           \
+            P[i][2] |= nb & pl2;                                                           \
+            P[i][3] |= nb & pl3;                                                           \
+            P[i][4] |= nb & pl4;                                                           \
+            any |= nb;                                                                     \
+        }                                                                                  \
+        if (!__syncthreads_or(any != 0u)) goto phase_end; /* nothing left to reach */     \
+    } while (0)
+extern "C" __global__ void __launch_bounds__(LV_NT, 1)
+    gbfs_level(const unsigned int* __restrict__ mask, int* __restrict__ h,
+               unsigned int* __restrict__ pub, int* __restrict__ ctrl,
+               const int* __restrict__ out, int nx, int ny, int nwr, int cw, int ch,
+               int rxn, int L) {
+    if (out[0] == 0) return;  // no active node left: this round is a no-op
+#if NDIM == 2
+    extern __shared__ unsigned int s_f[];  // (eh + 2) x (ew + 2) words x 2 buffers
+    __shared__ int s_done;
+    const int ew = cw + 2, eh = ch + 2 * L;
+    const int pw = ew + 2;        // padded row
+    const int next = eh * ew;     // ext words
+    const IDX_T nw = (IDX_T)ny * nwr;
+    const int G = gridDim.x;
+    const int c0 = (blockIdx.x % rxn) * cw - 1;  // grid word column of ext column 0
+    const int r0 = (blockIdx.x / rxn) * ch - L;  // grid row of ext row 0
+    for (int i = threadIdx.x; i < 2 * (eh + 2) * pw; i += LV_NT) s_f[i] = 0u;  // pads
+    unsigned int M0[LV_NPER], M1[LV_NPER], M2[LV_NPER], M3[LV_NPER], V[LV_NPER],
+        F[LV_NPER], P[LV_NPER][5];
+    int so[LV_NPER], ou[LV_NPER], od[LV_NPER];  // shared index of the word, up, down
+    int dm[LV_NPER];   // the last level of a phase the word is computed at
+    IDX_T gw[LV_NPER];  // its grid word
+    unsigned int own = 0u, in = 0u, slot = 0u;  // bit i: word i is the region's own /
+                                                // in the grid / exists
+#pragma unroll
+    for (int i = 0; i < LV_NPER; ++i) {
+        const int e = threadIdx.x + i * LV_NT;
+        M0[i] = M1[i] = M2[i] = M3[i] = V[i] = F[i] = 0u;
+        so[i] = ou[i] = od[i] = 2 * pw;  // (a pad: never read for a missing word)
+        dm[i] = -1;
+        gw[i] = 0;
+        if (e < next) {
+            slot |= 1u << i;
+            const int ey = e / ew, ex = e - ey * ew;
+            so[i] = 2 * ((ey + 1) * pw + ex + 1);
+            ou[i] = so[i] - 2 * pw;
+            od[i] = so[i] + 2 * pw;
+            dm[i] = min(ey, eh - 1 - ey);  // rows from the grown region's edge
+            const int gy = r0 + ey, gc = c0 + ex;
+            if (gy >= 0 && gy < ny && gc >= 0 && gc < nwr) {
+                in |= 1u << i;
+                if (ex >= 1 && ex <= cw && ey >= L && ey < L + ch) own |= 1u << i;
+                const IDX_T w = (IDX_T)gy * nwr + gc;
+                gw[i] = w;
+                M0[i] = __ldg(mask + w);
+                M1[i] = __ldg(mask + nw + w);
+                M2[i] = __ldg(mask + 2 * nw + w);
+                M3[i] = __ldg(mask + 3 * nw + w);
+                V[i] = F[i] = __ldg(mask + 4 * nw + w);  // level 1: the sink arcs
+            }
+        }
+    }
+    for (int p = 0;; ++p) {
+        if (p > 0) {  // the halo from the neighbours' publications of the last phase
+            const unsigned int* pv = pub + (IDX_T)(p & 1) * 2 * nw;
+#pragma unroll
+            for (int i = 0; i < LV_NPER; ++i) {
+                if ((in >> i & 1u) && !(own >> i & 1u)) {
+                    V[i] = __ldcg(pv + gw[i]);
+                    F[i] = __ldcg(pv + nw + gw[i]);
+                }
+            }
+        }
+        __syncthreads();  // the last phase's reads of the buffers are done
+#pragma unroll
+        for (int i = 0; i < LV_NPER; ++i) {
+            P[i][0] = P[i][1] = P[i][2] = P[i][3] = P[i][4] = 0u;
+            if (slot >> i & 1u) s_f[so[i]] = F[i];  // buffer 0
+        }
+        __syncthreads();
+        for (int j = 1;;) {  // F of level 1 + p * L + j; two levels an iteration
+            LV_LEVEL(0);
+            if (++j > L) break;
+            LV_LEVEL(1);
+            if (++j > L) break;
+        }
+    phase_end:
+        unsigned int front = 0u;
+        const IDX_T po = (IDX_T)((p + 1) & 1) * 2 * nw;
+#pragma unroll
+        for (int i = 0; i < LV_NPER; ++i) {
+            if (own >> i & 1u) {
+                __stcg(pub + po + gw[i], V[i]);
+                __stcg(pub + po + nw + gw[i], F[i]);
+                front |= F[i];
+            }
+        }
+        const int has = __syncthreads_or(front != 0u);
+        if (threadIdx.x == 0) {  // arrive at the grid barrier
+            if (has) atomicAdd(&ctrl[2 + p % 3], 1);
+            if (blockIdx.x == 0) atomicExch(&ctrl[2 + (p + 1) % 3], 0);
+            __threadfence();
+            atomicAdd(&ctrl[0], 1);
+        }
+        // while the others arrive: the levels of the nodes this phase reached
+        const int k0 = 1 + p * L;
+#pragma unroll
+        for (int i = 0; i < LV_NPER; ++i) {
+            unsigned int m = (own >> i & 1u)
+                                 ? P[i][0] | P[i][1] | P[i][2] | P[i][3] | P[i][4]
+                                 : 0u;
+            if (m) {
+                const IDX_T w = gw[i];
+                int* hr = h + (w / nwr) * nx + (w % nwr) * 32;
+                do {
+                    const int b = __ffs(m) - 1;
+                    hr[b] = k0 + (int)((P[i][0] >> b & 1u) | (P[i][1] >> b & 1u) << 1 |
+                                       (P[i][2] >> b & 1u) << 2 | (P[i][3] >> b & 1u) << 3 |
+                                       (P[i][4] >> b & 1u) << 4);
+                    m &= m - 1;
+                } while (m);
+            }
+        }
+        if (threadIdx.x == 0) {
+            const int target = (p + 1) * G;
+            while (*(volatile int*)ctrl < target) {
+            }
+            __threadfence();  // the others' publications after their arrivals
+            s_done = *(volatile int*)(ctrl + 2 + p % 3) == 0;
+        }
+        __syncthreads();
+        if (s_done) break;
+    }
+    if (threadIdx.x == 0 && atomicAdd(&ctrl[1], 1) == G - 1) {  // the last one out
+        ctrl[0] = 0;
+        ctrl[1] = 0;
+        ctrl[2] = ctrl[3] = ctrl[4] = 0;
+    }
+#else
+    (void)mask, (void)h, (void)pub, (void)ctrl, (void)nx, (void)ny, (void)nwr, (void)cw;
+    (void)ch, (void)rxn, (void)L;
+    __trap();  // 2-D only
+#endif
+}
+#undef LV_LEVEL
 
 // ---- incremental global relabel ----------------------------------------------------
 // After a round whose pushes touched few tiles, the exact distances d of the last global

@@ -133,8 +133,14 @@ def test_near_int32_capacities(shape, rng):
         {"incremental_below": 10**9, "bfs_mode": 0, "persist_below": 10**9},
     ],
 )
-def test_tuning_knobs_do_not_change_the_answer(knobs, rng):
+@pytest.mark.parametrize("level", [True, False])
+def test_tuning_knobs_do_not_change_the_answer(knobs, level, rng, monkeypatch):
+    """Every knob, with the 2-D level-synchronous BFS (the default there) and with the
+    tile BFS for every global relabel."""
     _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", level)
     s, t, e = synthetic.random_grid_graph((57, 70), rng, high=50)
     _check(grid_graph(s, t, e), repeats=1, **knobs)
     s, t, e = synthetic.random_grid_graph((9, 13, 11), rng, high=50)
@@ -149,9 +155,13 @@ def test_tuning_knobs_do_not_change_the_answer(knobs, rng):
         {2: (32, 32, 1), 3: (16, 8, 8)},
     ],
 )
-def test_bfs_tiles_do_not_change_the_answer(bfs_tile, rng):
-    """The global relabel has tiles of its own; any shape gives the exact distances."""
+def test_bfs_tiles_do_not_change_the_answer(bfs_tile, rng, monkeypatch):
+    """The global relabel has tiles of its own; any shape gives the exact distances
+    (the tile BFS for every relabel in 2-D too)."""
     _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", False)
     for shape in [(45, 61), (9, 13, 11)]:
         s, t, e = synthetic.random_grid_graph(shape, rng, high=50)
         _check(grid_graph(s, t, e), repeats=1, bfs_tile=bfs_tile[len(shape)])
@@ -227,6 +237,7 @@ def test_bit_parallel_bfs_gives_the_block_bfs_distances(rng, monkeypatch):
 
     monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_WARP", True)
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", False)  # (else the full relabels)
     for shape, kw in [
         ((130, 110), {}),
         ((64, 96), {"sweeps_per_relabel": 1}),
@@ -249,6 +260,100 @@ def test_bit_parallel_bfs_gives_the_block_bfs_distances(rng, monkeypatch):
             monkeypatch.setattr(_maxflow_gpu, "_BFS_WARP", True)
             assert not st1["bfs_warp"] and st1["bfs_tile"] != (32, 32, 1)
             assert st1["active"] == st["active"]
+            assert f0 == f and st0["active"] == st["active"]
+            np.testing.assert_array_equal(labels0.get(), labels.get())
+
+
+def _bfs_oracle(rc, tcap):
+    """Distances to the sink over residual arcs (planes +x, -x, +y, -y), 1 where the
+    sink arc is residual, VC_INF where the sink cannot be reached: level by level."""
+    from vision_cuts._maxflow_gpu import _INF
+
+    d = np.full(tcap.shape, _INF, dtype=np.int64)
+    front = tcap > 0
+    d[front] = 1
+    level = 1
+    while front.any():
+        new = np.zeros_like(front)
+        new[:, :-1] |= (rc[0][:, :-1] > 0) & front[:, 1:]
+        new[:, 1:] |= (rc[1][:, 1:] > 0) & front[:, :-1]
+        new[:-1] |= (rc[2][:-1] > 0) & front[1:]
+        new[1:] |= (rc[3][1:] > 0) & front[:-1]
+        new &= d == _INF
+        level += 1
+        d[new] = level
+        front = new
+    return d
+
+
+@pytest.mark.parametrize("levels", [1, 5, 31])
+def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypatch):
+    """gbfs_level (regions, bit masks, L levels between grid barriers) writes the
+    exact BFS distances: compared node by node with a NumPy BFS, on shapes that are and
+    are not multiples of 32, thin ones, one node, long mazes (deep BFS, many phases)."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", True)
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL_L", levels)
+    shapes = [(1, 1), (1, 300), (300, 1), (33, 31), (130, 110), (64, 96), (257, 45)]
+    for shape in shapes + [(700, 1000)]:
+        for kind in ("dense", "sparse", "maze"):
+            s, t, e = synthetic.random_grid_graph(shape, rng, high=5)
+            if kind == "sparse":  # few arcs and sink arcs: many unreachable nodes
+                e[rng.random(e.shape) < 0.6] = 0
+                t[rng.random(t.shape) < 0.98] = 0
+            elif kind == "maze":  # one sink arc, arcs mostly along rows: deep BFS
+                e[2:][rng.random(e[2:].shape) < 0.97] = 0
+                t[:] = 0
+                t[shape[0] // 2, shape[1] - 1] = 5
+                s[:] = 0
+            g = grid_graph(s, t, e)
+            solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
+            assert solver.level is not None and solver.level[4] == levels
+            solver.load(g.source, g.sink, g.edges, True)
+            solver.init()
+            solver.out.fill(1)  # as if nodes were active: the relabel must run
+            solver.global_relabel(mode=0)
+            rc = solver.rc.get().reshape((4, *shape))
+            tcap = solver.tcap.get().reshape(shape)
+            want = _bfs_oracle(rc, tcap)
+            got = solver.h.get().reshape(shape)
+            np.testing.assert_array_equal(got, want, err_msg=f"{shape} {kind}")
+            assert solver.lctrl.get().tolist() == [0] * 8  # left for the next launch
+
+
+@pytest.mark.parametrize("levels", [1, 7, 31])
+def test_level_bfs_solve_is_the_tile_bfs_solve(levels, rng, monkeypatch):
+    """With the level-synchronous BFS the whole solve is the tile BFS's (the same
+    exact distances): flow, cut and the active count after every global relabel, also
+    with incremental relabels (which keep the tile BFS) and the fused BFS modes."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL_L", levels)
+    for shape, kw in [
+        ((130, 110), {}),
+        ((64, 96), {"sweeps_per_relabel": 1}),
+        ((1, 300), {}),
+        ((300, 1), {}),
+        ((33, 31), {"tile": (8, 4, 1)}),
+        ((150, 140), {"bfs_mode": 0, "incremental_below": 10**9}),
+        ((90, 70), {"bfs_mode": 3}),
+    ]:
+        for high in (3, 10**6):
+            s, t, e = synthetic.random_grid_graph(shape, rng, high=high)
+            g = grid_graph(s, t, e)
+            f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+            monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", True)
+            f, labels, st = _solve_gpu(g, **kw)
+            assert f == f_cpu and g.energy(labels.get()) == f
+            assert (st["bfs_level"] is not None) == (kw.get("bfs_mode", 0) == 0)
+            monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", False)
+            f0, labels0, st0 = _solve_gpu(g, **kw)
+            assert st0["bfs_level"] is None
             assert f0 == f and st0["active"] == st["active"]
             np.testing.assert_array_equal(labels0.get(), labels.get())
 

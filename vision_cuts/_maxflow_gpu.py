@@ -71,6 +71,16 @@ _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
 _BFS_WARP = False
+# 2-D grids of fewer than _BFS_LEVEL_MAX_NODES nodes: the level-synchronous
+# bit-parallel BFS by regions (gbfs_level) for the full global relabels (H200: 0.3 MP
+# 2.39-2.41 against 2.72-2.75 ms, 2 MP 5.76-5.90 against 6.20-6.35; at 4 MP, where
+# the incremental relabels are on, 9.90 against 9.76); levels a phase between two
+# grid barriers (1 to 31)
+_BFS_LEVEL = True
+_BFS_LEVEL_MAX_NODES = 1 << 21
+_BFS_LEVEL_L = 31
+_LV_NT = 1024  # gbfs_level's block (LV_NT)
+_LV_NPER = 2  # its words a thread at most (LV_NPER)
 _BFS_WARPS = 8
 # defaults per grid dimension, measured on an H200 (benchmarks/NOTES_gpu_grid.md)
 _LOCAL_ITERS = {2: 32, 3: 16}
@@ -151,7 +161,32 @@ def _check_fits(shape: tuple, n: int, k: int, host_inputs: bool) -> None:
         )
 
 
-def _resident_blocks(kernel: Any, threads: int) -> int:
+def _level_geometry(
+    nx: int, ny: int, gmax: int, levels: int, nt: int = 1024, nper: int = 2
+) -> tuple | None:
+    """Regions of gbfs_level: (cw, ch, regions across, regions) for a grid of nx x ny
+    nodes on at most ``gmax`` resident blocks, each region of cw words (32 nodes) x ch
+    rows grown by a word and ``levels`` rows on each side: as few grown words as can
+    be (a level's work), at most nt * nper (threads a block, words a thread); None if
+    no such split exists."""
+    nwr = -(-nx // 32)
+    best = None
+    for cw in range(1, nwr + 1):
+        rxn = -(-nwr // cw)
+        if rxn > gmax:
+            continue
+        ch = -(-ny // max(1, gmax // rxn))
+        ryn = -(-ny // ch)
+        ext = (cw + 2) * (ch + 2 * levels)
+        if ext > nt * nper:
+            continue
+        key = (ext, rxn * ryn)
+        if best is None or key < best[0]:
+            best = (key, (cw, ch, rxn, rxn * ryn))
+    return None if best is None else best[1]
+
+
+def _resident_blocks(kernel: Any, threads: int, smem: int = 0) -> int:
     """Blocks of ``kernel`` that the whole device holds at once.
 
     The persistent BFS needs all its blocks resident (a block waits for flags that only
@@ -165,7 +200,7 @@ def _resident_blocks(kernel: Any, threads: int) -> int:
     sms = attrs["MultiProcessorCount"]
     try:
         per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            kernel.kernel.ptr, threads, 0
+            kernel.kernel.ptr, threads, smem
         )
     except Exception:  # older CuPy: estimate, and keep one block in hand
         warps = -(-threads // 32)
@@ -235,6 +270,27 @@ class _Solver:
         )
         self.bfs_threads = 32 * _BFS_WARPS if self.bfs_warp else self.bnt
         self.k_wmask = get_kernel(bfs, "gbfs_wmask")
+        self.k_level = get_kernel(bfs, "gbfs_level")
+        self.wnx = -(-nx // 32)  # row words of the bit masks
+        # 2-D: the level-synchronous BFS for the full global relabels, where its
+        # regions fit the resident blocks
+        self.level = None
+        if _BFS_LEVEL and self.ndim == 2 and n < _BFS_LEVEL_MAX_NODES:
+            levels = int(_BFS_LEVEL_L)
+            if not 1 <= levels <= 31:
+                raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
+            self.lv_nt = int(defines.get("LV_NT", _LV_NT))
+            # one block a SM: a level's time is the issue of its block's warps
+            sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+            gmax = min(sms, _resident_blocks(self.k_level, self.lv_nt, 48 * 1024))
+            geo = _level_geometry(
+                nx, ny, gmax, levels, self.lv_nt, int(defines.get("LV_NPER", _LV_NPER))
+            )
+            if geo is not None:
+                cw, ch, rxn, regions = geo
+                smem = 2 * (ch + 2 * levels + 2) * (cw + 4) * 4
+                if regions <= _resident_blocks(self.k_level, self.lv_nt, smem):
+                    self.level = (cw, ch, rxn, regions, levels, smem)
         self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
         self.k_seed = get_kernel(bfs, "gbfs_seed")
         self.k_inval = get_kernel(bfs, "gbfs_invalidate")
@@ -259,8 +315,11 @@ class _Solver:
         self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
         self.pstats = cupy.zeros(8, dtype=cupy.int32)  # PR_STATS counters (profiling)
         # gbfs_warp: residual arcs and sink arcs as bits, a word per 32 nodes of a row
-        self.nwords = ny * self.bntx if self.bfs_warp else 0
+        self.nwords = ny * self.wnx if self.bfs_warp or self.level else 0
         self.mask = cupy.empty(5 * self.nwords, dtype=cupy.uint32)
+        # gbfs_level: published visited sets and frontiers (two parities), its control
+        self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
+        self.lctrl = cupy.zeros(8, dtype=cupy.int32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
@@ -313,9 +372,10 @@ class _Solver:
             ),
         )
 
-    def _wmask(self, init: bool) -> None:
-        """gbfs_wmask: the bit masks of gbfs_warp; with ``init`` gbfs_init's work too
-        (heights 1 / VC_INF, every BFS tile flagged for a first visit)."""
+    def _wmask(self, init: int) -> None:
+        """gbfs_wmask: the bit masks of gbfs_warp and gbfs_level; ``init`` bit 1 the
+        initial heights of gbfs_init (1 / VC_INF), bit 2 its tile flags (every BFS
+        tile flagged for a first visit of gbfs_warp)."""
         self.k_wmask(
             (max(1, min(-(-self.nwords * 32 // _INIT_BLOCK), 65535 * 8)),),
             (_INIT_BLOCK,),
@@ -330,7 +390,7 @@ class _Solver:
                 self.out,
                 np.int32(init),
                 *self.dims[:2],
-                np.int32(self.bntx),
+                np.int32(self.wnx),
                 self.idx(self.n),
             ),
         )
@@ -388,8 +448,10 @@ class _Solver:
                     self.idx(self.n),
                 ),
             )
+        elif self.level and mode == 0:
+            self._wmask(init=1)
         elif self.bfs_warp and mode == 0:
-            self._wmask(init=True)
+            self._wmask(init=3)
         elif not mode & 1:
             self.k_bfs_init(
                 self.init_grid,
@@ -406,9 +468,29 @@ class _Solver:
             )
         if mark:
             mark("relabel_init")
-        if (mode == 0 or incremental) and self.bfs_warp:
+        if self.level and mode == 0 and not incremental:
+            cw, ch, rxn, regions, levels, smem = self.level
+            self.k_level(
+                (regions,),
+                (self.lv_nt,),
+                (
+                    self.mask,
+                    self.h,
+                    self.pub,
+                    self.lctrl,
+                    self.out,
+                    *self.dims[:2],
+                    np.int32(self.wnx),
+                    np.int32(cw),
+                    np.int32(ch),
+                    np.int32(rxn),
+                    np.int32(levels),
+                ),
+                shared_mem=smem,
+            )
+        elif (mode == 0 or incremental) and self.bfs_warp:
             if incremental:
-                self._wmask(init=False)
+                self._wmask(init=0)
             self.k_bfs(
                 (self.bfs_blocks,),
                 (self.bfs_threads,),
@@ -567,7 +649,16 @@ def _get_solver(
     import cupy
 
     defines = tuple(sorted(_EXTRA_DEFINES.items()))
-    key = (shape, tile, bfs_tile, defines, _BFS_WARP, cupy.cuda.Device().id)
+    key = (
+        shape,
+        tile,
+        bfs_tile,
+        defines,
+        _BFS_WARP,
+        _BFS_LEVEL,
+        _BFS_LEVEL_L,
+        cupy.cuda.Device().id,
+    )
     old = getattr(_cache, "solver", None)
     if _REUSE and old is not None and old.key == key:
         return old
@@ -902,6 +993,7 @@ def maxflow_grid_gpu(
         "push_min_blocks": solver.push_min_blocks,
         "bfs_blocks": solver.fused_blocks if bfs_mode else solver.bfs_blocks,
         "bfs_warp": solver.bfs_warp and not bfs_mode,
+        "bfs_level": solver.level[:5] if solver.level and not bfs_mode else None,
         "active": history,
         # device ms of each round (sweeps + global relabel), event to event
         "round_ms": [
