@@ -24,6 +24,7 @@ first (``benchmarks/NOTES_gpu_grid.md``, sixth round, has what they gave):
     python benchmarks/emulate_grid_gpu.py --mp 2 --local-relabel 6 \
         --local-relabel-below 2000  # the local relabel in the tail only
     python benchmarks/emulate_grid_gpu.py --mp 2 --shift --walk-below 300
+    python benchmarks/emulate_grid_gpu.py --mp 2 --early 31  # BFS stopped early
 
 Every variant keeps the preflow exact (it only changes which pushes happen), and the
 flow is checked against the CPU solver.
@@ -457,6 +458,8 @@ def solve(
     (gpr_walk) instead of sweeps. ``lr_at``, ``lr_every``, ``stall``: see push_launch;
     ``lr_below``: the local relabel only in rounds that start with fewer active nodes
     (0: in every round).
+    ``early`` W: the BFS stopped at the first multiple of W levels after which every
+    node with excess and a finite height has its distance (``bfs_early``).
     """
     ny, nx = source.shape
     n = nx * ny

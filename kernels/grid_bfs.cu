@@ -39,6 +39,10 @@
 //                    _BFS_WARP, off): the masks of the residual arcs as bits (and
 //                    gbfs_init's work), then gbfs_persistent's relaxation with one warp
 //                    a tile and the tile's BFS on bit masks (see its section below).
+//   gbfs_level       2-D, the full relabels of grids below 2^21 nodes (host:
+//                    _BFS_LEVEL): a level-synchronous BFS on gbfs_wmask's bit masks,
+//                    one resident block a region of the grid with a halo, grid
+//                    barriers every L levels (see its section below).
 //   gbfs_seed, gbfs_invalidate  the incremental global relabel (at the end of the file):
 //                    the BFS then starts from the distances of the last relabel where
 //                    the round's pushes left them exact.

@@ -22,7 +22,12 @@ sink capacity and int32 heights per node. The kernels are in ``kernels/``:
   that hold them. In the tail of large 2-D solves the relabel is incremental: the
   distances of the last relabel stay where no changed arc lies on every shortest
   path (``gbfs_invalidate`` sets the others to ``INF``), and the BFS restarts from
-  them and from the tiles the pushes touched.
+  them and from the tiles the pushes touched. In 2-D grids of fewer than 2**21 nodes
+  the full relabels are level-synchronous instead (``gbfs_level``): one resident
+  block a SM owns a region of the grid and its halo, holds the residual arcs of 32
+  nodes a word as bit masks (``gbfs_wmask``), runs a whole BFS level of the region as
+  a few logic operations a word and one barrier, and meets the other blocks at a grid
+  barrier every ``_BFS_LEVEL_L`` levels to exchange the halos.
 
 Loop: global relabel; while some node with excess can reach the sink, run
 ``sweeps_per_relabel`` sweeps (both colours) and relabel again. One round (the sweeps
@@ -764,7 +769,8 @@ def maxflow_grid_gpu(
         a tile; default ``n * _PERSIST_BELOW``.
     bfs_mode : int, optional
         The global relabel launch (default ``_BFS_MODE``: 0 in 2-D, 3 in 3-D): 0 the
-        BFS kernel alone (``gbfs_persistent``), else ``gbfs_fused`` with these bits: 1
+        BFS kernel alone (``gbfs_persistent``; in 2-D grids of fewer than 2**21 nodes
+        ``gbfs_level`` for the full relabels), else ``gbfs_fused`` with these bits: 1
         the initial heights in the BFS launch, 2 the active count in it, 4 one flag
         and pending update a tile visit, 8 claims by one exchange, 16 pending read
         together with the tile flags, 32 (with 4) a visit goes on with a neighbour
