@@ -258,8 +258,10 @@ class _Solver:
         }
         self.push_min_blocks = int(defines["PR_MIN_BLOCKS"])
         pr = get_module("grid_push_relabel.cu", defines)
+        # gbfs_level's block and words a thread (the host sizes its regions by them)
+        bfs_defines = {"LV_NT": _LV_NT, "LV_NPER": _LV_NPER, **defines}
         bfs = get_module(
-            "grid_bfs.cu", {**defines, "TILE_X": bx, "TILE_Y": by, "TILE_Z": bz}
+            "grid_bfs.cu", {**bfs_defines, "TILE_X": bx, "TILE_Y": by, "TILE_Z": bz}
         )
         self.k_init = get_kernel(pr, "gpr_init")
         self.k_push = get_kernel(pr, "gpr_push_tile")
@@ -284,13 +286,12 @@ class _Solver:
             levels = int(_BFS_LEVEL_L)
             if not 1 <= levels <= 31:
                 raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
-            self.lv_nt = int(defines.get("LV_NT", _LV_NT))
+            self.lv_nt = int(bfs_defines["LV_NT"])
             # one block a SM: a level's time is the issue of its block's warps
             sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
             gmax = min(sms, _resident_blocks(self.k_level, self.lv_nt, 48 * 1024))
-            geo = _level_geometry(
-                nx, ny, gmax, levels, self.lv_nt, int(defines.get("LV_NPER", _LV_NPER))
-            )
+            nper = int(bfs_defines["LV_NPER"])
+            geo = _level_geometry(nx, ny, gmax, levels, self.lv_nt, nper)
             if geo is not None:
                 cw, ch, rxn, regions = geo
                 smem = 2 * (ch + 2 * levels + 2) * (cw + 4) * 4
@@ -319,7 +320,8 @@ class _Solver:
         self.out = cupy.zeros(1, dtype=cupy.int32)  # active nodes after the last count
         self.cnt = cupy.zeros(2, dtype=cupy.int32)  # count accumulator and ticket
         self.pstats = cupy.zeros(8, dtype=cupy.int32)  # PR_STATS counters (profiling)
-        # gbfs_warp: residual arcs and sink arcs as bits, a word per 32 nodes of a row
+        # gbfs_warp, gbfs_level: residual and sink arcs as bits, a word per 32 nodes
+        # of a row
         self.nwords = ny * self.wnx if self.bfs_warp or self.level else 0
         self.mask = cupy.empty(5 * self.nwords, dtype=cupy.uint32)
         # gbfs_level: published visited sets and frontiers (two parities), its control
