@@ -216,46 +216,31 @@ def _solver_with_knobs():
         _bfs_level=None,
         **kw,
     ):
-        saved = (
-            _maxflow_gpu._PIPELINE,
-            _maxflow_gpu._REUSE,
-            _maxflow_gpu._WALK_BELOW,
-            _maxflow_gpu._PERSIST_BELOW,
-            _maxflow_gpu._BFS_WARP,
-            _maxflow_gpu._BFS_LEVEL,
-            _maxflow_gpu._BFS_LEVEL_L,
-        )
+        settings = {
+            "_PIPELINE": _pipeline,
+            "_REUSE": _reuse,
+            "_WALK_BELOW": _walk,
+            "_PERSIST_BELOW": _persist,
+            "_BFS_WARP": _bfs_warp,
+        }
+        if _bfs_level is not None:  # 0: off, L: on, L levels a phase
+            settings["_BFS_LEVEL"] = bool(_bfs_level)
+            if _bfs_level:
+                settings["_BFS_LEVEL_L"] = int(_bfs_level)
+        settings = {k: v for k, v in settings.items() if v is not None}
+        saved = {k: getattr(_maxflow_gpu, k) for k in settings}
+        for k, v in settings.items():
+            setattr(_maxflow_gpu, k, v)
         _maxflow_gpu._EXTRA_DEFINES.clear()
         _maxflow_gpu._EXTRA_DEFINES.update(defines or {})
-        if _pipeline is not None:
-            _maxflow_gpu._PIPELINE = _pipeline
-        if _reuse is not None:
-            _maxflow_gpu._REUSE = _reuse
-        if _walk is not None:
-            _maxflow_gpu._WALK_BELOW = _walk
-        if _persist is not None:
-            _maxflow_gpu._PERSIST_BELOW = _persist
-        if _bfs_warp is not None:
-            _maxflow_gpu._BFS_WARP = _bfs_warp
-        if _bfs_level is not None:  # 0: off, L: on, L levels a phase
-            _maxflow_gpu._BFS_LEVEL = bool(_bfs_level)
-            if _bfs_level:
-                _maxflow_gpu._BFS_LEVEL_L = int(_bfs_level)
         if isinstance(kw.get("incremental_below"), float):  # a fraction of the nodes
             kw["incremental_below"] = int(kw["incremental_below"] * args[0].size)
         try:
             return _maxflow_gpu.maxflow_grid_gpu(*args, **kw)
         finally:
             _maxflow_gpu._EXTRA_DEFINES.clear()
-            (
-                _maxflow_gpu._PIPELINE,
-                _maxflow_gpu._REUSE,
-                _maxflow_gpu._WALK_BELOW,
-                _maxflow_gpu._PERSIST_BELOW,
-                _maxflow_gpu._BFS_WARP,
-                _maxflow_gpu._BFS_LEVEL,
-                _maxflow_gpu._BFS_LEVEL_L,
-            ) = saved
+            for k, v in saved.items():
+                setattr(_maxflow_gpu, k, v)
 
     return solve
 

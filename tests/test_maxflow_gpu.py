@@ -227,6 +227,18 @@ def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
         assert st["push_min_blocks"] == want
 
 
+# shapes that are and are not multiples of 32, thin ones, incremental relabels: the
+# cases on which another BFS must give the tile BFS's solve
+_BFS_CASES = [
+    ((130, 110), {}),
+    ((64, 96), {"sweeps_per_relabel": 1}),
+    ((1, 300), {}),
+    ((300, 1), {}),
+    ((33, 31), {"tile": (8, 4, 1)}),
+    ((150, 140), {"bfs_mode": 0, "incremental_below": 10**9}),
+]
+
+
 def test_bit_parallel_bfs_gives_the_block_bfs_distances(rng, monkeypatch):
     """The 2-D option _BFS_WARP relabels with gbfs_warp (one warp a 32 x 32 tile, bit
     masks); its distances are the block BFS's, so the whole solve is the same: flow,
@@ -238,14 +250,7 @@ def test_bit_parallel_bfs_gives_the_block_bfs_distances(rng, monkeypatch):
     monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_WARP", True)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", False)  # (else the full relabels)
-    for shape, kw in [
-        ((130, 110), {}),
-        ((64, 96), {"sweeps_per_relabel": 1}),
-        ((1, 300), {}),
-        ((300, 1), {}),
-        ((33, 31), {"tile": (8, 4, 1)}),
-        ((150, 140), {"bfs_mode": 0, "incremental_below": 10**9}),
-    ]:
+    for shape, kw in _BFS_CASES:
         for high in (3, 10**6):
             s, t, e = synthetic.random_grid_graph(shape, rng, high=high)
             g = grid_graph(s, t, e)
@@ -334,15 +339,7 @@ def test_level_bfs_solve_is_the_tile_bfs_solve(levels, rng, monkeypatch):
 
     monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL_L", levels)
-    for shape, kw in [
-        ((130, 110), {}),
-        ((64, 96), {"sweeps_per_relabel": 1}),
-        ((1, 300), {}),
-        ((300, 1), {}),
-        ((33, 31), {"tile": (8, 4, 1)}),
-        ((150, 140), {"bfs_mode": 0, "incremental_below": 10**9}),
-        ((90, 70), {"bfs_mode": 3}),
-    ]:
+    for shape, kw in [*_BFS_CASES, ((90, 70), {"bfs_mode": 3})]:
         for high in (3, 10**6):
             s, t, e = synthetic.random_grid_graph(shape, rng, high=high)
             g = grid_graph(s, t, e)
