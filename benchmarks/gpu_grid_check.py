@@ -183,6 +183,10 @@ def random_case(i, rng):
         kw["_persist"] = 1 / 1024
     elif q < 0.8:
         kw["_persist"] = 2.0
+    if rng.random() < 0.3:
+        kw["_persist_slots"] = int(rng.choice([1, 2, 3]))
+    if rng.random() < 0.3:  # the level BFS's masks and count at every relabel
+        kw["_track"] = False
     if nd == 2 and rng.random() < 0.4:  # the bit-parallel BFS (its own BFS tiles)
         kw["_bfs_warp"] = True
         kw.pop("bfs_tile", None)
@@ -214,6 +218,8 @@ def _solver_with_knobs():
         _persist=None,
         _bfs_warp=None,
         _bfs_level=None,
+        _track=None,
+        _persist_slots=None,
         **kw,
     ):
         settings = {
@@ -221,7 +227,9 @@ def _solver_with_knobs():
             "_REUSE": _reuse,
             "_WALK_BELOW": _walk,
             "_PERSIST_BELOW": _persist,
+            "_PERSIST_SLOTS": _persist_slots,
             "_BFS_WARP": _bfs_warp,
+            "_TRACK_MASKS": _track,
         }
         if _bfs_level is not None:  # 0: off, L: on, L levels a phase
             settings["_BFS_LEVEL"] = bool(_bfs_level)
@@ -391,7 +399,10 @@ def parse_configs(text):
     walks in the rounds that start with fewer than F * n active nodes
     (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every round), ``ppF`` persistent
     push launches in the rounds that start with fewer than F * n active nodes
-    (``_maxflow_gpu._PERSIST_BELOW``), ``bmN`` the mode bits of the
+    (``_maxflow_gpu._PERSIST_BELOW``) with ``psN`` slots a block
+    (``_maxflow_gpu._PERSIST_SLOTS``), ``tm0`` the level BFS's masks and count at
+    every relabel, not kept by the push kernel (``_maxflow_gpu._TRACK_MASKS``),
+    ``bmN`` the mode bits of the
     global relabel launch (``bfs_mode``), ``pipeN`` rounds in flight
     (``_maxflow_gpu._PIPELINE``), ``reuse0`` a new solver every call, ``incF``
     incremental global relabels after the rounds that start with fewer than F * n
@@ -435,6 +446,10 @@ def parse_configs(text):
                 kw["_walk"] = float(tok[2:])
             elif tok.startswith("pp"):
                 kw["_persist"] = float(tok[2:])
+            elif tok.startswith("ps"):
+                kw["_persist_slots"] = int(tok[2:])
+            elif tok in ("tm0", "tm1"):
+                kw["_track"] = tok == "tm1"
             elif tok.startswith("inc"):
                 kw["incremental_below"] = float(tok[3:])  # fraction of n
             elif tok.startswith("lr"):

@@ -552,7 +552,9 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
 // (word y * ntx + tx: row y of BFS tile column tx), the residual arcs of each plane and
 // the residual sink arcs as bits (mask[p * nw + word], p = 0..3 arc planes, 4 sink);
 // `init` bit 1: the initial heights of gbfs_init (1 / VC_INF), bit 2: its flags and
-// pending, the tiles flagged 2 ("first visit"); gbfs_level takes bit 1 only.
+// pending, the tiles flagged 2 ("first visit"), bit 4: plane 5, the nodes with excess
+// (gbfs_level's active count; the push kernel keeps all six planes up to date after
+// that, grid_push_relabel.cu's VC_MASKS).
 // In a visit lane y holds row y's masks and the frontier of a BFS level as one word,
 // so one level of the whole tile is a few shifts, ands and two shuffles. A first visit
 // (flag 2, or every visit with `full`) runs the whole BFS of the tile: from the sink
@@ -570,7 +572,8 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
 #define GW_FULL 0xffffffffu
 
 extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
-                                      const int* __restrict__ tcap, int* __restrict__ h,
+                                      const int* __restrict__ tcap,
+                                      const vc_u64* __restrict__ ex, int* __restrict__ h,
                                       unsigned int* __restrict__ mask, int* __restrict__ flags,
                                       int* __restrict__ ctrl, int ntiles,
                                       const int* __restrict__ out, int init, int nx, int ny,
@@ -591,11 +594,13 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
         for (int k = 0; k < VC_K; ++k) c[k] = in ? rc[(IDX_T)k * n + g] : 0;
         if (in) tc = tcap[g];
         if ((init & 1) && in) h[g] = tc > 0 ? 1 : VC_INF;
-        unsigned int b[VC_K + 1];
+        unsigned int b[VC_K + 2];
 #pragma unroll
         for (int k = 0; k < VC_K; ++k) b[k] = __ballot_sync(GW_FULL, c[k] > 0);
         b[VC_K] = __ballot_sync(GW_FULL, tc > 0);
-        if (lane <= VC_K) mask[(IDX_T)lane * nw + w] = b[lane];
+        b[VC_K + 1] = 0u;
+        if (init & 4) b[VC_K + 1] = __ballot_sync(GW_FULL, in && ex[g] > 0ull);
+        if (lane <= ((init & 4) ? VC_K + 1 : VC_K)) mask[(IDX_T)lane * nw + w] = b[lane];
     }
     if (init & 2) {
         const IDX_T gid = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x;
@@ -603,7 +608,7 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
         if (gid == 0) ctrl[0] = ntiles;  // pending
     }
 #else
-    (void)rc, (void)tcap, (void)h, (void)mask, (void)flags, (void)ctrl, (void)ntiles;
+    (void)rc, (void)tcap, (void)ex, (void)h, (void)mask, (void)flags, (void)ctrl, (void)ntiles;
     (void)init, (void)nx, (void)ny, (void)ntx, (void)n;
     __trap();  // 2-D only
 #endif
@@ -783,28 +788,43 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 
 // ---- level-synchronous bit-parallel BFS by regions (2-D) ----------------------------
 // gbfs_level: the exact BFS from the sink, a whole level at a time, on the bit masks of
-// gbfs_wmask (which, with init bit 1, also wrote h = 1 / VC_INF). A grid of G resident
-// blocks (the host sizes it by the occupancy; one block waits for all at the grid
-// barriers) splits the row words of the grid into G regions of cw words x ch rows.
+// gbfs_wmask or of the push kernel (mask[p * nw + word], planes 0..3 arcs, 4 sink arcs,
+// 5 nodes with excess). A grid of G resident blocks (the host sizes it by the
+// occupancy; one block waits for all at the grid barriers) splits the row words of the
+// grid into G regions of cw words x ch rows.
 // Block b works on its region grown by one word left and right and by L rows above and
 // below (its halo): ew = cw + 2 words by eh = ch + 2L rows, row-major, up to LV_NPER
 // words a thread. A thread keeps its words' four arc masks, visited set V and frontier
-// F in registers and F in shared memory (two buffers, interleaved word by word, so a
-// neighbour's word is a fixed offset from one register in either buffer), and a level
-// is, per word, four shared loads, two funnel shifts and a few logic ops:
+// F in registers and F in shared memory (two buffers LV_S words apart, each the ext
+// words row-major with no padding, so the 32 words of a warp are 32 banks and the
+// buffer is a constant offset), and a level is, per word, four shared loads, two
+// funnel shifts and a few logic ops:
 //   F' = ((M0 & F(u+x)) | (M1 & F(u-x)) | (M2 & F(u+y)) | (M3 & F(u-y))) & ~V
 // and one barrier. Wrong values can only come in from outside the grown region, one
 // node a level, so after L levels (L <= 31: the halo's width in rows and at most a
-// word's in columns) the region's own words are still exact; a halo row d rows from
+// word's in columns) the region's own words are still exact (that covers the words
+// a row's first and last words read across the row ends, and the rows above and
+// below the ext, ew words of slack each); a halo row d rows from
 // the region matters only up to level L - d of a phase, and is not computed after it.
 // The block then publishes V and F of its own words (pub, two parities so that a fast
 // neighbour cannot overwrite what a slow one still reads), meets the others at a grid
 // barrier, reloads its halo from its neighbours' publications and runs the next L
-// levels. The level of a node first reached in a phase is kept as five bit planes of
-// its offset in the phase (1..L) and written to h while the block waits at the
-// barrier. The BFS ends after the phase in which no region's own frontier is left
-// (term counters, three slots in turn). The exit ticket of the last block leaves ctrl
-// zeroed for the next launch. ctrl: [0] barrier arrivals, [1] exit tickets, [2..4]
+// levels. The offset l - 1 (0..L-1) of the level l of a phase at which a node is first
+// reached is kept as five bit planes: bit k of l - 1 is the parity of the levels
+// m < l of the phase with m a multiple of 2^k, so plane k takes ^= ~V after each such
+// level (plane 0 every level, plane 1 every other, ...: about two logic ops a word and
+// level), and the nodes reached in the phase are V & ~V0 (V0: V when it began). The
+// heights of the nodes a phase reached are written while the block waits at the
+// barrier; after the last phase the block writes 1 (sink arcs) and VC_INF (not
+// reached) to the rest of its own nodes, a warp a word at a time, so every height is
+// written by this launch. The BFS ends after the phase in which no region's own
+// frontier is left (term counters, three slots in turn). With `count`, the launch
+// also does gpr_count_active's work: the active nodes are V & plane 5; push tile flags
+// (push tiles 32 nodes wide, pth rows: tile (y / pth) * nwr + word column) and touched
+// are zeroed before the first grid barrier and the flags of the tiles holding an
+// active node set after the last one; the blocks add their counts into cnt[0] and the
+// last block out moves the total to out[0]. The exit ticket of the last block leaves
+// ctrl zeroed for the next launch. ctrl: [0] barrier arrivals, [1] exit tickets, [2..4]
 // regions with a frontier at the end of phase p (slot 2 + p % 3).
 #ifndef LV_NPER
 #define LV_NPER 2  // ext words a thread at most (the host sizes regions to fit)
@@ -812,54 +832,67 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 #ifndef LV_NT
 #define LV_NT 1024  // threads a block (one block a SM)
 #endif
-// one level: F of buffer PAR (0 / 1) -> buffer 1 - PAR, the offset j's plane masks pl
-#define LV_LEVEL(PAR)                                                                      \
+// words of a frontier buffer: ext words (<= LV_NT * LV_NPER) and a row of slack above
+// and below (ew <= ext words / 3, the ext having at least three rows); dynamic shared
+// memory 2 * LV_S * 4 bytes
+#define LV_S (2 * LV_NT * LV_NPER)
+// one level j: F of buffer PAR (0 / 1) -> buffer 1 - PAR; PLANES: the bit planes this
+// level updates from nv = ~V (see above); BAR: the barrier that ends it, LV_BAR (a
+// plain one) or LV_BAR_ANY (the phase ends where no word of the block has a frontier;
+// every fourth level: a frontier that dies is noticed up to three levels late, which
+// costs nothing but those levels, and the plain barrier is the cheaper)
+#define LV_BAR(a) __syncthreads()
+#define LV_BAR_ANY(a)                                                                      \
+    if (!__syncthreads_or((a) != 0u)) goto phase_end /* nothing left to reach */
+#define LV_LEVEL(PAR, PLANES, BAR)                                                         \
     do {                                                                                   \
-        unsigned int pl0 = (j & 1) ? ~0u : 0u, pl1 = (j & 2) ? ~0u : 0u,                   \
-                     pl2 = (j & 4) ? ~0u : 0u, pl3 = (j & 8) ? ~0u : 0u,                   \
-                     pl4 = (j & 16) ? ~0u : 0u;                                            \
         unsigned int any = 0u;                                                             \
         _Pragma("unroll") for (int i = 0; i < LV_NPER; ++i) {                              \
             if (i > 0 && !(slot >> i & 1u)) break;                                         \
             if (j > dm[i]) continue;                                                       \
             const int o = so[i];                                                           \
             const unsigned int f = F[i];                                                   \
-            const unsigned int fe = __funnelshift_r(f, s_f[o + 2 + PAR], 1);               \
-            const unsigned int fw = __funnelshift_l(s_f[o - 2 + PAR], f, 1);               \
-            const unsigned int nb = ((M0[i] & fe) | (M1[i] & fw) | (M2[i] & s_f[od[i] + PAR]) | \
-                                     (M3[i] & s_f[ou[i] + PAR])) &                          \
-                                    ~V[i];                                                 \
+            const unsigned int fe = __funnelshift_r(f, s_f[o + 1 + (PAR) * LV_S], 1);      \
+            const unsigned int fw = __funnelshift_l(s_f[o - 1 + (PAR) * LV_S], f, 1);      \
+            const unsigned int nb =                                                        \
+                ((M0[i] & fe) | (M1[i] & fw) | (M2[i] & s_f[od[i] + (PAR) * LV_S]) |       \
+                 (M3[i] & s_f[ou[i] + (PAR) * LV_S])) &                                    \
+                ~V[i];                                                                     \
             V[i] |= nb;                                                                    \
             F[i] = nb;                                                                     \
-            s_f[o + 1 - PAR] = nb;                                                         \
-            P[i][0] |= nb & pl0;                                                           \
-            P[i][1] |= nb & pl1;                                                           \
-            P[i][2] |= nb & pl2;                                                           \
-            P[i][3] |= nb & pl3;                                                           \
-            P[i][4] |= nb & pl4;                                                           \
+            s_f[o + (1 - (PAR)) * LV_S] = nb;                                              \
+            const unsigned int nv = ~V[i];                                                 \
+            PLANES;                                                                        \
             any |= nb;                                                                     \
         }                                                                                  \
-        if (!__syncthreads_or(any != 0u)) goto phase_end; /* nothing left to reach */     \
+        BAR(any);                                                                          \
     } while (0)
 extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     gbfs_level(const unsigned int* __restrict__ mask, int* __restrict__ h,
-               unsigned int* __restrict__ pub, int* __restrict__ ctrl,
-               const int* __restrict__ out, int nx, int ny, int nwr, int cw, int ch,
-               int rxn, int L) {
-    if (out[0] == 0) return;  // no active node left: this round is a no-op
+               unsigned int* __restrict__ pub, int* __restrict__ ctrl, int* __restrict__ out,
+               int* __restrict__ pflags, int* __restrict__ touched, int* __restrict__ cnt,
+               int nx, int ny, int nwr, int cw, int ch, int rxn, int L, int count, int pth,
+               int nptiles) {
+    if (*(volatile int*)out == 0) return;  // no active node left: this round is a no-op
 #if NDIM == 2
-    extern __shared__ unsigned int s_f[];  // (eh + 2) x (ew + 2) words x 2 buffers
-    __shared__ int s_done;
+    extern __shared__ unsigned int s_f[];  // 2 buffers of LV_S words (see LV_S)
+    __shared__ int s_done, s_cnt;
     const int ew = cw + 2, eh = ch + 2 * L;
-    const int pw = ew + 2;        // padded row
     const int next = eh * ew;     // ext words
     const IDX_T nw = (IDX_T)ny * nwr;
     const int G = gridDim.x;
     const int c0 = (blockIdx.x % rxn) * cw - 1;  // grid word column of ext column 0
     const int r0 = (blockIdx.x / rxn) * ch - L;  // grid row of ext row 0
-    for (int i = threadIdx.x; i < 2 * (eh + 2) * pw; i += LV_NT) s_f[i] = 0u;  // pads
+    for (int i = threadIdx.x; i < 2 * LV_S; i += LV_NT) s_f[i] = 0u;
+    if (threadIdx.x == 0) s_cnt = 0;
+    if (count) {  // the count's tile flags: zeroed before the first grid barrier
+        for (int i = blockIdx.x * LV_NT + threadIdx.x; i < nptiles; i += G * LV_NT) {
+            pflags[i] = 0;
+            touched[i] = 0;
+        }
+    }
     unsigned int M0[LV_NPER], M1[LV_NPER], M2[LV_NPER], M3[LV_NPER], V[LV_NPER],
-        F[LV_NPER], P[LV_NPER][5];
+        V0[LV_NPER], F[LV_NPER], P[LV_NPER][5];
     int so[LV_NPER], ou[LV_NPER], od[LV_NPER];  // shared index of the word, up, down
     int dm[LV_NPER];   // the last level of a phase the word is computed at
     IDX_T gw[LV_NPER];  // its grid word
@@ -869,15 +902,15 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     for (int i = 0; i < LV_NPER; ++i) {
         const int e = threadIdx.x + i * LV_NT;
         M0[i] = M1[i] = M2[i] = M3[i] = V[i] = F[i] = 0u;
-        so[i] = ou[i] = od[i] = 2 * pw;  // (a pad: never read for a missing word)
+        so[i] = ou[i] = od[i] = ew;  // (never read for a missing word)
         dm[i] = -1;
         gw[i] = 0;
         if (e < next) {
             slot |= 1u << i;
             const int ey = e / ew, ex = e - ey * ew;
-            so[i] = 2 * ((ey + 1) * pw + ex + 1);
-            ou[i] = so[i] - 2 * pw;
-            od[i] = so[i] + 2 * pw;
+            so[i] = ew + e;
+            ou[i] = so[i] - ew;
+            od[i] = so[i] + ew;
             dm[i] = min(ey, eh - 1 - ey);  // rows from the grown region's edge
             const int gy = r0 + ey, gc = c0 + ex;
             if (gy >= 0 && gy < ny && gc >= 0 && gc < nwr) {
@@ -908,13 +941,22 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
 #pragma unroll
         for (int i = 0; i < LV_NPER; ++i) {
             P[i][0] = P[i][1] = P[i][2] = P[i][3] = P[i][4] = 0u;
+            V0[i] = V[i];
             if (slot >> i & 1u) s_f[so[i]] = F[i];  // buffer 0
         }
         __syncthreads();
-        for (int j = 1;;) {  // F of level 1 + p * L + j; two levels an iteration
-            LV_LEVEL(0);
+        for (int j = 1;;) {  // F of level 1 + p * L + j; four levels an iteration
+            LV_LEVEL(0, P[i][0] ^= nv, LV_BAR);
             if (++j > L) break;
-            LV_LEVEL(1);
+            LV_LEVEL(1, P[i][0] ^= nv; P[i][1] ^= nv, LV_BAR);
+            if (++j > L) break;
+            LV_LEVEL(0, P[i][0] ^= nv, LV_BAR);
+            if (++j > L) break;
+            {
+                const bool q3 = !(j & 7), q4 = !(j & 15);
+                LV_LEVEL(1, P[i][0] ^= nv; P[i][1] ^= nv; P[i][2] ^= nv;
+                         if (q3) P[i][3] ^= nv; if (q4) P[i][4] ^= nv, LV_BAR_ANY);
+            }
             if (++j > L) break;
         }
     phase_end:
@@ -936,18 +978,16 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
             atomicAdd(&ctrl[0], 1);
         }
         // while the others arrive: the levels of the nodes this phase reached
-        const int k0 = 1 + p * L;
+        const int k1 = 2 + p * L;  // the height of offset 0 (level 1 of the phase)
 #pragma unroll
         for (int i = 0; i < LV_NPER; ++i) {
-            unsigned int m = (own >> i & 1u)
-                                 ? P[i][0] | P[i][1] | P[i][2] | P[i][3] | P[i][4]
-                                 : 0u;
+            unsigned int m = (own >> i & 1u) ? V[i] & ~V0[i] : 0u;
             if (m) {
                 const IDX_T w = gw[i];
                 int* hr = h + (w / nwr) * nx + (w % nwr) * 32;
                 do {
                     const int b = __ffs(m) - 1;
-                    hr[b] = k0 + (int)((P[i][0] >> b & 1u) | (P[i][1] >> b & 1u) << 1 |
+                    hr[b] = k1 + (int)((P[i][0] >> b & 1u) | (P[i][1] >> b & 1u) << 1 |
                                        (P[i][2] >> b & 1u) << 2 | (P[i][3] >> b & 1u) << 3 |
                                        (P[i][4] >> b & 1u) << 4);
                     m &= m - 1;
@@ -964,18 +1004,63 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
         __syncthreads();
         if (s_done) break;
     }
-    if (threadIdx.x == 0 && atomicAdd(&ctrl[1], 1) == G - 1) {  // the last one out
-        ctrl[0] = 0;
-        ctrl[1] = 0;
-        ctrl[2] = ctrl[3] = ctrl[4] = 0;
+    // the heights no phase wrote: 1 at the sink arcs, VC_INF where the BFS did not
+    // reach; a warp a word (coalesced), the words of the lanes in turn; and the count
+    const int lane = threadIdx.x & 31;
+    int mine = 0;
+#pragma unroll
+    for (int i = 0; i < LV_NPER; ++i) {
+        const bool o = own >> i & 1u;
+        const unsigned int sk = o ? __ldg(mask + 4 * nw + gw[i]) : 0u;
+        const unsigned int todo = o ? ~V[i] | sk : 0u;
+        if (count && o) {
+            const unsigned int act = V[i] & __ldg(mask + 5 * nw + gw[i]);
+            if (act) {
+                mine += __popc(act);
+                const int gy = (int)(gw[i] / nwr), gc = (int)(gw[i] % nwr);
+                pflags[(gy / pth) * nwr + gc] = 1;
+            }
+        }
+        unsigned int who = __ballot_sync(0xffffffffu, todo != 0u);
+        while (who) {
+            const int src = __ffs(who) - 1;
+            who &= who - 1;
+            const unsigned int tw = __shfl_sync(0xffffffffu, todo, src);
+            const unsigned int sw = __shfl_sync(0xffffffffu, sk, src);
+            const IDX_T w = __shfl_sync(0xffffffffu, gw[i], src);
+            const int x = (int)(w % nwr) * 32 + lane;
+            if ((tw >> lane & 1u) && x < nx) h[(w / nwr) * nx + x] = (sw >> lane & 1u) ? 1 : VC_INF;
+        }
+    }
+    if (count) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, o);
+        if (lane == 0 && mine) atomicAdd(&s_cnt, mine);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (count && s_cnt) atomicAdd(&cnt[0], s_cnt);
+        __threadfence();
+        if (atomicAdd(&ctrl[1], 1) == G - 1) {  // the last one out
+            ctrl[0] = 0;
+            ctrl[1] = 0;
+            ctrl[2] = ctrl[3] = ctrl[4] = 0;
+            if (count) {
+                __threadfence();
+                *(volatile int*)out = atomicExch(&cnt[0], 0);
+            }
+        }
     }
 #else
     (void)mask, (void)h, (void)pub, (void)ctrl, (void)nx, (void)ny, (void)nwr, (void)cw;
-    (void)ch, (void)rxn, (void)L;
+    (void)ch, (void)rxn, (void)L, (void)pflags, (void)touched, (void)cnt, (void)count;
+    (void)pth, (void)nptiles;
     __trap();  // 2-D only
 #endif
 }
 #undef LV_LEVEL
+#undef LV_BAR
+#undef LV_BAR_ANY
 
 // ---- incremental global relabel ----------------------------------------------------
 // After a round whose pushes touched few tiles, the exact distances d of the last global

@@ -8,7 +8,7 @@
 // (VC_INF = cannot reach the sink); tcap[g] int32 residual capacity to the sink;
 // flags[tile] int32, nonzero when the tile may hold an active node; touched[tile] int32,
 // 1 once the tile ran in this round (for the incremental global relabel of grid_bfs.cu;
-// the count clears it).
+// the count clears it); mask: the bit masks of grid_bfs.cu's gbfs_level (VC_MASKS below).
 //
 // Kernels and launch geometry (block = VC_NT threads, one node per thread):
 //   gpr_init          1-D grid-stride over n: cancel terminal capacities
@@ -72,6 +72,14 @@
 #ifndef PR_LR_AT
 #define PR_LR_AT 0  // > 0: a local relabel of the tile at this local round (option)
 #endif
+// The bit masks of the level-synchronous BFS (grid_bfs.cu, gbfs_level) kept up to date
+// by the pushes: in 2-D with tiles 32 nodes wide a warp of a tile is one row word, so
+// at the write-back each warp stores its word of the four arc planes, the sink arcs and
+// the nodes with excess (mask[p * nwm + y * ntx + tx], p = 0..5); a push across the
+// tile border sets the receiver's bit of the reverse arc and of the excess (atomicOr:
+// the neighbour tile is idle). nwm = 0 (the host's choice where no level BFS runs):
+// nothing is written.
+#define VC_MASKS (NDIM == 2 && TILE_X == 32)
 #if PR_LR_AT > 0 && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                      (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
 #error "PR_LR_AT needs tile sides that are powers of two <= 32"
@@ -118,9 +126,11 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                                              int* __restrict__ h, int* __restrict__ tcap,
                                              int* __restrict__ flags,
                                              int* __restrict__ touched,
-                                             int* __restrict__ pstats, int tx, int ty,
-                                             int tz, int nx, int ny, int nz, int ntx,
-                                             int nty, int iters, int hmax, IDX_T n) {
+                                             int* __restrict__ pstats,
+                                             unsigned int* __restrict__ mask, int nwm,
+                                             int tx, int ty, int tz, int nx, int ny,
+                                             int nz, int ntx, int nty, int iters, int hmax,
+                                             IDX_T n) {
     const int tile = (tz * nty + ty) * ntx + tx;
     __shared__ int s_h[2][VC_HN];  // heights, double-buffered: round i reads [i & 1]
     __shared__ int s_rc[VC_K][VC_NT];
@@ -216,6 +226,16 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                     atomicAdd(&ex[v], (vc_u64)d);
                     atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
                     flags[tile + vc_tile_off(k, ntx, nty)] = 1;
+#if VC_MASKS
+                    if (nwm) {  // v's reverse arc is residual now, and v has excess
+                        const int vx = tx * TILE_X + a.lx + (k == 0 ? 1 : k == 1 ? -1 : 0);
+                        const int vy = ty * TILE_Y + a.ly + (k == 2 ? 1 : k == 3 ? -1 : 0);
+                        const IDX_T w = (IDX_T)vy * ntx + (vx >> 5);
+                        const unsigned int bit = 1u << (vx & 31);
+                        atomicOr(&mask[(IDX_T)(k ^ 1) * nwm + w], bit);
+                        atomicOr(&mask[(IDX_T)5 * nwm + w], bit);
+                    }
+#endif
                 }
             }
         }
@@ -252,6 +272,25 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #pragma unroll
         for (int k = 0; k < VC_K; ++k) rc[(IDX_T)k * n + a.g] = r[k];
     }
+#if VC_MASKS
+    if (nwm) {  // uniform: this warp's row word of the bit masks (see the header)
+        unsigned int b[VC_K + 2];
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) b[k] = __ballot_sync(0xffffffffu, r[k] > 0);
+        b[VC_K] = __ballot_sync(0xffffffffu, tc > 0);
+        b[VC_K + 1] = __ballot_sync(0xffffffffu, e > 0);
+        const int lane = t & 31;
+        const int y = ty * TILE_Y + a.ly;
+        if (y < ny && lane < VC_K + 2) {
+            unsigned int v = b[0];
+#pragma unroll
+            for (int k = 1; k < VC_K + 2; ++k) v = lane == k ? b[k] : v;
+            mask[(IDX_T)lane * nwm + (IDX_T)y * ntx + tx] = v;
+        }
+    }
+#else
+    (void)mask, (void)nwm;
+#endif
     const int any = __syncthreads_or(a.inside && e > 0 && hh < VC_INF);
     if (t == 0) {
         flags[tile] = any;
@@ -270,7 +309,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
 gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
               int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
-              int* __restrict__ pstats,
+              int* __restrict__ pstats, unsigned int* __restrict__ mask, int nwm,
               int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
               int hmax, IDX_T n) {
     (void)ntz;
@@ -278,8 +317,8 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
     vc_colour_tile(blockIdx.x, colour, ntx, nty, tx, ty, tz);
     if (tx >= ntx) return;
     if (flags[(tz * nty + ty) * ntx + tx] == 0) return;  // uniform over the block
-    vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, tx, ty, tz, nx, ny, nz, ntx, nty,
-                 iters, hmax, n);
+    vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, mask, nwm, tx, ty, tz, nx, ny, nz,
+                 ntx, nty, iters, hmax, n);
 }
 
 // The same sweep by a persistent grid (fewer blocks than tiles of the colour, at most
@@ -291,7 +330,7 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
 gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
                  int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
-                 int* __restrict__ pstats,
+                 int* __restrict__ pstats, unsigned int* __restrict__ mask, int nwm,
                  int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
                  int hmax, IDX_T n) {
     __shared__ int s_list[VC_NT];
@@ -314,8 +353,8 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
         for (int i = 0; i < m; ++i) {
             int tx, ty, tz;
             vc_tile_of_block(s_list[i], ntx, nty, tx, ty, tz);
-            vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, tx, ty, tz, nx, ny, nz,
-                         ntx, nty, iters, hmax, n);
+            vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, mask, nwm, tx, ty, tz, nx,
+                         ny, nz, ntx, nty, iters, hmax, n);
         }
         __syncthreads();  // s_n, s_list free
     }
@@ -449,7 +488,17 @@ extern "C" __global__ void gpr_finish(const int* __restrict__ snk, const int* __
         labels[i] = h[i] < VC_INF ? 1 : 0;
         sum += (vc_u64)(unsigned int)(snk[i] - tcap[i]);  // 0 <= tcap <= sink
     }
+    // one atomic a block (one a warp on a single address serialised: ~0.1 ms at 2 MP)
+    __shared__ vc_u64 s_sum[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
-    if ((threadIdx.x & 31) == 0 && sum) atomicAdd(acc, sum);
+    if (lane == 0) s_sum[wid] = sum;
+    __syncthreads();
+    if (wid == 0) {
+        sum = lane < (int)((blockDim.x + 31) >> 5) ? s_sum[lane] : 0ull;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+        if (lane == 0 && sum) atomicAdd(acc, sum);
+    }
 }

@@ -327,6 +327,48 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypa
             got = solver.h.get().reshape(shape)
             np.testing.assert_array_equal(got, want, err_msg=f"{shape} {kind}")
             assert solver.lctrl.get().tolist() == [0] * 8  # left for the next launch
+            # the count of the same launch: active nodes, the push tiles holding one
+            active = (solver.ex.get().reshape(shape) > 0) & (want < _maxflow_gpu._INF)
+            assert int(solver.out.get()[0]) == int(active.sum()), (shape, kind)
+            ny, nx = shape
+            tiles = np.zeros((-(-ny // 32), -(-nx // 32)), dtype=bool)
+            ys, xs = np.nonzero(active)
+            tiles[ys // 32, xs // 32] = True
+            flags = solver.pflags.get().reshape(tiles.shape) != 0
+            np.testing.assert_array_equal(flags, tiles, err_msg=f"{shape} {kind}")
+            assert solver.cnt.get().tolist() == [0, 0]
+
+
+def test_push_kernel_keeps_the_level_bfs_masks(rng, monkeypatch):
+    """With push tiles 32 nodes wide the push kernel keeps gbfs_level's bit masks (arc
+    planes, sink arcs, nodes with excess) up to date, so that no pass over the arc
+    planes runs before a relabel: after every sweep they equal a fresh gbfs_wmask."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", True)
+    changed = 0
+    for shape in [(130, 110), (33, 31), (64, 96), (1, 300), (300, 1), (250, 333)]:
+        for high in (3, 10**6):
+            s, t, e = synthetic.random_grid_graph(shape, rng, high=high)
+            g = grid_graph(s, t, e)
+            solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
+            assert solver.track
+            solver.load(g.source, g.sink, g.edges, True)
+            solver.init()
+            solver.global_relabel(mode=0)
+            for _ in range(4):
+                before = solver.mask.get()
+                solver.sweeps(1, 8)
+                kept = solver.mask.get()
+                changed += int((kept != before).any())
+                solver.out.fill(1)  # (gbfs_wmask is a no-op once the count is 0)
+                solver._wmask(init=4)
+                fresh = solver.mask.get()
+                np.testing.assert_array_equal(kept, fresh, err_msg=str(shape))
+                solver.global_relabel(mode=0)
+    assert changed >= 12  # the sweeps did change the masks
 
 
 @pytest.mark.parametrize("levels", [1, 7, 31])
@@ -339,7 +381,8 @@ def test_level_bfs_solve_is_the_tile_bfs_solve(levels, rng, monkeypatch):
 
     monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL_L", levels)
-    for shape, kw in [*_BFS_CASES, ((90, 70), {"bfs_mode": 3})]:
+    more = [((90, 70), {"bfs_mode": 3}), ((120, 100), {"walk_below": 10**9})]
+    for shape, kw in [*_BFS_CASES, *more]:
         for high in (3, 10**6):
             s, t, e = synthetic.random_grid_graph(shape, rng, high=high)
             g = grid_graph(s, t, e)
@@ -406,10 +449,25 @@ def test_cupy_in_cupy_out(rng):
     assert isinstance(cut.labels, cp.ndarray) and cut.labels.dtype == cp.uint8
     assert cut.stats["backend"] == "gpu"
     assert bool((de == before).all())  # inputs are not modified
+    assert bool((ds == cp.asarray(s)).all()) and bool((dt == cp.asarray(t)).all())
     ref = maxflow_grid(s, t, e, backend="cpu")
     assert cut.flow == ref.flow
     host = maxflow_grid(s, t, e, backend="gpu")
     assert isinstance(host.labels, np.ndarray) and host.flow == ref.flow
+    # device inputs of other dtypes and layouts are copied, contiguous int32 ones read
+    # in place; the cached solver keeps no reference to them after the call
+    from vision_cuts import _maxflow_gpu
+
+    g = grid_graph(s, t, e)
+    for args in [
+        (cp.asarray(g.source, dtype=cp.int64), cp.asfortranarray(cp.asarray(g.sink))),
+        (cp.asarray(g.source), cp.asarray(g.sink)),
+    ]:
+        f, labels, _ = _maxflow_gpu.maxflow_grid_gpu(*args, cp.asarray(g.edges))
+        assert f == ref.flow and g.energy(labels.get()) == f
+        solver = getattr(_maxflow_gpu._cache, "solver", None)
+        if solver is not None:
+            assert solver.src_in is solver.src and solver.snk_in is solver.snk
 
 
 def test_segmentation_energy():

@@ -86,6 +86,10 @@ _BFS_LEVEL_MAX_NODES = 1 << 21
 _BFS_LEVEL_L = 31
 _LV_NT = 1024  # gbfs_level's block (LV_NT)
 _LV_NPER = 2  # its words a thread at most (LV_NPER)
+# the push kernel keeps gbfs_level's bit masks (push tiles 32 nodes wide), so that
+# gbfs_wmask runs only for a solve's first relabel and gbfs_level counts the active
+# nodes (no gpr_count_active); False: gbfs_wmask and the count at every relabel
+_TRACK_MASKS = True
 _BFS_WARPS = 8
 # defaults per grid dimension, measured on an H200 (benchmarks/NOTES_gpu_grid.md)
 _LOCAL_ITERS = {2: 32, 3: 16}
@@ -116,6 +120,7 @@ _BFS_MODE = {2: 0, 3: 3}
 # flags, instead of one block a tile) in the rounds that start with fewer than this
 # fraction of the nodes active; 0 = never (the default: measured slower, v13)
 _PERSIST_BELOW = 0.0
+_PERSIST_SLOTS = 0  # slots of a persistent push block (0: the resident blocks' share)
 # incremental global relabels (gbfs_seed, gbfs_invalidate, then the BFS from the
 # remaining exact distances) after the rounds that start with fewer than this fraction
 # of the nodes active, by default in 2-D grids of at least _INCR_MIN_NODES nodes (any
@@ -139,7 +144,8 @@ def _bytes_needed(n: int, k: int, host_inputs: bool) -> int:
         + 4  # excess, heights, residual sink capacity
         + 4  # distances of the last global relabel (incremental relabels)
         + 1  # labels
-        + 1  # bit masks of the 2-D BFS (5 bits a node, words padded per row)
+        + 2  # bit masks of the 2-D BFS (6 bits a node, words padded per row) and
+        # the level BFS's publications (4 bits a node)
         + 12
     )  # temporaries of the final flow reduction
     del host_inputs  # inputs are copied straight into the solver's own buffers
@@ -294,9 +300,15 @@ class _Solver:
             geo = _level_geometry(nx, ny, gmax, levels, self.lv_nt, nper)
             if geo is not None:
                 cw, ch, rxn, regions = geo
-                smem = 2 * (ch + 2 * levels + 2) * (cw + 4) * 4
+                smem = 2 * (2 * self.lv_nt * nper) * 4  # two buffers of LV_S words
                 if regions <= _resident_blocks(self.k_level, self.lv_nt, smem):
                     self.level = (cw, ch, rxn, regions, levels, smem)
+        # push tiles 32 nodes wide keep the level BFS's bit masks up to date (a warp
+        # is a row word; VC_MASKS of grid_push_relabel.cu), so gbfs_wmask runs only
+        # for the first relabel of a solve (and after path walks), and the level BFS
+        # counts the active nodes itself (the excess plane)
+        self.track = _TRACK_MASKS and self.level is not None and tx == 32
+        self.fresh = False  # the masks are those of the present residual graph
         self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
         self.k_seed = get_kernel(bfs, "gbfs_seed")
         self.k_inval = get_kernel(bfs, "gbfs_invalidate")
@@ -323,7 +335,8 @@ class _Solver:
         # gbfs_warp, gbfs_level: residual and sink arcs as bits, a word per 32 nodes
         # of a row
         self.nwords = ny * self.wnx if self.bfs_warp or self.level else 0
-        self.mask = cupy.empty(5 * self.nwords, dtype=cupy.uint32)
+        self.mask = cupy.empty(6 * self.nwords, dtype=cupy.uint32)
+        self.nwm = np.int32(self.nwords if self.track else 0)  # the push kernel's
         # gbfs_level: published visited sets and frontiers (two parities), its control
         self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
         self.lctrl = cupy.zeros(8, dtype=cupy.int32)
@@ -353,21 +366,51 @@ class _Solver:
         )
 
     def load(self, source: Any, sink: Any, edges: Any, host: bool) -> None:
-        """Copy the inputs into the solver's own buffers (on the current stream)."""
+        """The inputs on the device (on the current stream): the edges copied into
+        the residual capacities, the terminal capacities read in place where they are
+        already contiguous int32 device arrays (``src_in``, ``snk_in``: kernels only
+        read them; ``release`` drops them after the solve), else copied too."""
         cp = self.cp
-        for dst, x in ((self.src, source), (self.snk, sink), (self.rc, edges)):
+        self.src_in, self.snk_in = self.src, self.snk
+        for name, dst, x in (
+            ("src_in", self.src, source),
+            ("snk_in", self.snk, sink),
+            ("rc", self.rc, edges),
+        ):
             if host:
                 dst.set(np.ascontiguousarray(x, dtype=np.int32).reshape(-1))
+            elif (
+                isinstance(x, cp.ndarray)
+                and x.dtype == cp.int32
+                and x.flags.c_contiguous
+                and x.size == dst.size
+            ):
+                if dst is self.rc:  # a plain copy: no elementwise kernel to launch
+                    cp.cuda.runtime.memcpyAsync(
+                        dst.data.ptr,
+                        x.data.ptr,
+                        dst.nbytes,
+                        cp.cuda.runtime.memcpyDeviceToDevice,
+                        cp.cuda.get_current_stream().ptr,
+                    )
+                else:
+                    setattr(self, name, x.reshape(-1))
             else:
                 cp.copyto(dst, cp.asarray(x, dtype=cp.int32).reshape(-1))
 
+    def release(self) -> None:
+        """Drop the references to the caller's arrays (the cached solver outlives
+        the call)."""
+        self.src_in, self.snk_in = self.src, self.snk
+
     def init(self) -> None:
+        self.fresh = False
         self.k_init(
             self.init_grid,
             (_INIT_BLOCK,),
             (
-                self.src,
-                self.snk,
+                self.src_in,
+                self.snk_in,
                 self.ex,
                 self.tcap,
                 self.out,
@@ -382,13 +425,16 @@ class _Solver:
     def _wmask(self, init: int) -> None:
         """gbfs_wmask: the bit masks of gbfs_warp and gbfs_level; ``init`` bit 1 the
         initial heights of gbfs_init (1 / VC_INF), bit 2 its tile flags (every BFS
-        tile flagged for a first visit of gbfs_warp)."""
+        tile flagged for a first visit of gbfs_warp), bit 4 the plane of the nodes
+        with excess (gbfs_level's count)."""
+        self.fresh = self.track
         self.k_wmask(
             (max(1, min(-(-self.nwords * 32 // _INIT_BLOCK), 65535 * 8)),),
             (_INIT_BLOCK,),
             (
                 self.rc,
                 self.tcap,
+                self.ex,
                 self.h,
                 self.mask,
                 self.bflags,
@@ -456,7 +502,8 @@ class _Solver:
                 ),
             )
         elif self.level and mode == 0:
-            self._wmask(init=1)
+            if not self.fresh:  # else the push kernel kept them
+                self._wmask(init=4 if self.track else 0)
         elif self.bfs_warp and mode == 0:
             self._wmask(init=3)
         elif not mode & 1:
@@ -475,8 +522,10 @@ class _Solver:
             )
         if mark:
             mark("relabel_init")
+        counted = False  # the BFS launch counted the active nodes
         if self.level and mode == 0 and not incremental:
             cw, ch, rxn, regions, levels, smem = self.level
+            counted = self.track and not walk  # the walks come before the count
             self.k_level(
                 (regions,),
                 (self.lv_nt,),
@@ -486,12 +535,18 @@ class _Solver:
                     self.pub,
                     self.lctrl,
                     self.out,
+                    self.pflags,
+                    self.touched,
+                    self.cnt,
                     *self.dims[:2],
                     np.int32(self.wnx),
                     np.int32(cw),
                     np.int32(ch),
                     np.int32(rxn),
                     np.int32(levels),
+                    np.int32(counted),
+                    np.int32(self.tile[1]),
+                    np.int32(self.ntiles),
                 ),
                 shared_mem=smem,
             )
@@ -575,9 +630,11 @@ class _Solver:
                     self.idx(self.n),
                 ),
             )
+            if self.track:  # the walks moved excess and changed arcs
+                self._wmask(init=4)
             if mark:
                 mark("relabel_walk")
-        if mode & 2:
+        if mode & 2 or counted:
             return
         self.k_count(
             (self.ntiles,),
@@ -599,7 +656,10 @@ class _Solver:
         a tile, or with ``persist`` a resident grid that reads the tile flags)."""
         kernel, grid = self.k_push, (self.slots,)
         if persist:
-            kernel, grid = self.k_push_persist, (self.persist_blocks,)
+            blocks = self.persist_blocks
+            if _PERSIST_SLOTS > 0:  # a grid of that many slots a block
+                blocks = -(-self.slots // int(_PERSIST_SLOTS))
+            kernel, grid = self.k_push_persist, (blocks,)
         for _ in range(count):
             for colour in (0, 1):
                 kernel(
@@ -613,6 +673,8 @@ class _Solver:
                         self.pflags,
                         self.touched,
                         self.pstats,
+                        self.mask,
+                        self.nwm,
                         *self.dims,
                         *self.tdims,
                         np.int32(colour),
@@ -644,7 +706,7 @@ class _Solver:
         self.k_finish(
             self.init_grid,
             (_INIT_BLOCK,),
-            (self.snk, self.tcap, self.h, labels, self.acc, self.idx(self.n)),
+            (self.snk_in, self.tcap, self.h, labels, self.acc, self.idx(self.n)),
         )
         return int(self.acc.get(stream=self.stream)[0]), labels.reshape(self.shape)
 
@@ -664,6 +726,8 @@ def _get_solver(
         _BFS_WARP,
         _BFS_LEVEL,
         _BFS_LEVEL_L,
+        _TRACK_MASKS,
+        _PERSIST_SLOTS,  # (the grid of the captured persistent push launches)
         cupy.cuda.Device().id,
     )
     old = getattr(_cache, "solver", None)
@@ -969,10 +1033,12 @@ def maxflow_grid_gpu(
                     )
         except BaseException:
             stream.synchronize()  # leave no work queued on the cached buffers
+            solver.release()
             raise
         relabels = len(history)
         sweeps = sum(p[0] for p in plan[: relabels - 1])
         flow, labels = solver.result()
+        solver.release()
         res = solver.rc.reshape((k, *shape)).copy() if residual else None
         mark("result")
         caller.wait_event(stream.record())
