@@ -260,12 +260,12 @@ def _compile_job(job):
 
     _maxflow_gpu._EXTRA_DEFINES.clear()
     _maxflow_gpu._EXTRA_DEFINES.update(dict(defines))
-    if tile is None:
-        tile = _maxflow_gpu._TILES[ndim]
+    small = _maxflow_gpu._SMALL_2D_SCHEDULE["tile"]
+    if tile is None:  # (the compile shape below is small)
+        tile = small if ndim == 2 else _maxflow_gpu._TILES[ndim]
     if bfs_tile is None:
-        bfs_tile = (
-            _maxflow_gpu._BFS_TILES[ndim] if tile == _maxflow_gpu._TILES[ndim] else tile
-        )
+        default = tuple(tile) in (_maxflow_gpu._TILES[ndim], small)
+        bfs_tile = _maxflow_gpu._BFS_TILES[ndim] if default else tile
     _maxflow_gpu._Solver((8,) * ndim, tuple(tile), tuple(bfs_tile))
     return job
 

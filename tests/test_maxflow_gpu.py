@@ -185,6 +185,29 @@ def test_incremental_relabels_run_and_agree(rng):
             assert f0 == f and g.energy(labels0.get()) == f
 
 
+def test_the_2d_schedule_by_grid_size(rng, monkeypatch):
+    """2-D grids of fewer than _SMALL_2D_BELOW nodes default to the small-grid schedule
+    (push tiles of 32 x 8, 16 local rounds, 32 in the tail), larger ones to 32 x 32
+    tiles and 32 rounds, and given settings win; all exact (the bound lowered here)."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
+    g = grid_graph(*synthetic.random_grid_graph((100, 90), rng, high=30))
+    f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+    for bound, kw, want in [
+        (1 << 21, {}, ((32, 8, 1), (16, 16, 1), 16, 32)),
+        (1000, {}, ((32, 32, 1), (16, 16, 1), 32, 32)),
+        (1 << 21, {"local_iters": 24}, ((32, 8, 1), (16, 16, 1), 24, 24)),
+        (1 << 21, {"tile": (16, 16, 1)}, ((16, 16, 1), (16, 16, 1), 16, 32)),
+    ]:
+        monkeypatch.setattr(_maxflow_gpu, "_SMALL_2D_BELOW", bound)
+        f, labels, st = _solve_gpu(g, **kw)
+        assert f == f_cpu and g.energy(labels.get()) == f
+        got = (st["tile"], st["bfs_tile"], st["local_iters"], st["tail_iters"])
+        assert got == want
+
+
 def test_incremental_relabels_by_default_on_large_2d_grids(rng, monkeypatch):
     """The default turns incremental relabels on for 2-D grids from _INCR_MIN_NODES
     nodes (lowered here so that a small grid qualifies), not for 3-D ones."""
@@ -207,9 +230,10 @@ def test_incremental_relabels_by_default_on_large_2d_grids(rng, monkeypatch):
 
 
 def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
-    """2-D grids of fewer than _SMALL_2D nodes compile the push kernel for one resident
-    block a SM (PR_MIN_BLOCKS 1), larger ones and 3-D grids for two; both are exact (the
-    bound lowered here so that a small grid takes the other path)."""
+    """With 1024-node push tiles, 2-D grids of fewer than _SMALL_2D nodes compile the
+    push kernel for one resident block a SM (PR_MIN_BLOCKS 1), larger ones and 3-D
+    grids for two; both are exact (the bound lowered here so that a small grid takes
+    the other path)."""
     _cupy()
     from vision_cuts import _maxflow_gpu
 
@@ -222,7 +246,8 @@ def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
         monkeypatch.setattr(_maxflow_gpu, "_SMALL_2D", bound)
         g = grid_graph(*synthetic.random_grid_graph(shape, rng, high=40))
         f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
-        f, labels, st = _solve_gpu(g)
+        kw = {"tile": (32, 32, 1)} if len(shape) == 2 else {}
+        f, labels, st = _solve_gpu(g, **kw)
         assert f == f_cpu and g.energy(labels.get()) == f
         assert st["push_min_blocks"] == want
 
@@ -291,11 +316,15 @@ def _bfs_oracle(rc, tcap):
     return d
 
 
+_KINDS = ("dense", "sparse", "maze")
+
+
 @pytest.mark.parametrize("levels", [1, 5, 31])
 def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypatch):
     """gbfs_level (regions, bit masks, L levels between grid barriers) writes the
     exact BFS distances: compared node by node with a NumPy BFS, on shapes that are and
-    are not multiples of 32, thin ones, one node, long mazes (deep BFS, many phases)."""
+    are not multiples of 32, thin ones, one node, long mazes (deep BFS, many phases),
+    regions 64 words wide."""
     _cupy()
     from vision_cuts import _maxflow_gpu
 
@@ -303,40 +332,42 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypa
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", True)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL_L", levels)
     shapes = [(1, 1), (1, 300), (300, 1), (33, 31), (130, 110), (64, 96), (257, 45)]
-    for shape in shapes + [(700, 1000)]:
-        for kind in ("dense", "sparse", "maze"):
-            s, t, e = synthetic.random_grid_graph(shape, rng, high=5)
-            if kind == "sparse":  # few arcs and sink arcs: many unreachable nodes
-                e[rng.random(e.shape) < 0.6] = 0
-                t[rng.random(t.shape) < 0.98] = 0
-            elif kind == "maze":  # one sink arc, arcs mostly along rows: deep BFS
-                e[2:][rng.random(e[2:].shape) < 0.97] = 0
-                t[:] = 0
-                t[shape[0] // 2, shape[1] - 1] = 5
-                s[:] = 0
-            g = grid_graph(s, t, e)
-            solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
-            assert solver.level is not None and solver.level[4] == levels
-            solver.load(g.source, g.sink, g.edges, True)
-            solver.init()
-            solver.out.fill(1)  # as if nodes were active: the relabel must run
-            solver.global_relabel(mode=0)
-            rc = solver.rc.get().reshape((4, *shape))
-            tcap = solver.tcap.get().reshape(shape)
-            want = _bfs_oracle(rc, tcap)
-            got = solver.h.get().reshape(shape)
-            np.testing.assert_array_equal(got, want, err_msg=f"{shape} {kind}")
-            assert solver.lctrl.get().tolist() == [0] * 8  # left for the next launch
-            # the count of the same launch: active nodes, the push tiles holding one
-            active = (solver.ex.get().reshape(shape) > 0) & (want < _maxflow_gpu._INF)
-            assert int(solver.out.get()[0]) == int(active.sum()), (shape, kind)
-            ny, nx = shape
-            tiles = np.zeros((-(-ny // 32), -(-nx // 32)), dtype=bool)
-            ys, xs = np.nonzero(active)
-            tiles[ys // 32, xs // 32] = True
-            flags = solver.pflags.get().reshape(tiles.shape) != 0
-            np.testing.assert_array_equal(flags, tiles, err_msg=f"{shape} {kind}")
-            assert solver.cnt.get().tolist() == [0, 0]
+    cases = [(shape, kind) for shape in shapes + [(700, 1000)] for kind in _KINDS]
+    if levels < 31:  # (two rows of 8438 words: regions 64 words wide)
+        cases.append(((2, 270_000), "dense"))
+    for shape, kind in cases:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=5)
+        if kind == "sparse":  # few arcs and sink arcs: many unreachable nodes
+            e[rng.random(e.shape) < 0.6] = 0
+            t[rng.random(t.shape) < 0.98] = 0
+        elif kind == "maze":  # one sink arc, arcs mostly along rows: deep BFS
+            e[2:][rng.random(e[2:].shape) < 0.97] = 0
+            t[:] = 0
+            t[shape[0] // 2, shape[1] - 1] = 5
+            s[:] = 0
+        g = grid_graph(s, t, e)
+        solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
+        assert solver.level is not None and solver.level[4] == levels
+        solver.load(g.source, g.sink, g.edges, True)
+        solver.init()
+        solver.out.fill(1)  # as if nodes were active: the relabel must run
+        solver.global_relabel(mode=0)
+        rc = solver.rc.get().reshape((4, *shape))
+        tcap = solver.tcap.get().reshape(shape)
+        want = _bfs_oracle(rc, tcap)
+        got = solver.h.get().reshape(shape)
+        np.testing.assert_array_equal(got, want, err_msg=f"{shape} {kind}")
+        assert solver.lctrl.get().tolist() == [0] * 8  # left for the next launch
+        # the count of the same launch: active nodes, the push tiles holding one
+        active = (solver.ex.get().reshape(shape) > 0) & (want < _maxflow_gpu._INF)
+        assert int(solver.out.get()[0]) == int(active.sum()), (shape, kind)
+        ny, nx = shape
+        tiles = np.zeros((-(-ny // 32), -(-nx // 32)), dtype=bool)
+        ys, xs = np.nonzero(active)
+        tiles[ys // 32, xs // 32] = True
+        flags = solver.pflags.get().reshape(tiles.shape) != 0
+        np.testing.assert_array_equal(flags, tiles, err_msg=f"{shape} {kind}")
+        assert solver.cnt.get().tolist() == [0, 0]
 
 
 def test_push_kernel_keeps_the_level_bfs_masks(rng, monkeypatch):

@@ -94,8 +94,15 @@ _BFS_WARPS = 8
 # defaults per grid dimension, measured on an H200 (benchmarks/NOTES_gpu_grid.md)
 _LOCAL_ITERS = {2: 32, 3: 16}
 _SWEEPS_PER_RELABEL = {2: 2, 3: 1}
-_SMALL_2D = 1 << 20  # 2-D grids below this many nodes: _SWEEPS_SMALL_2D
-_SWEEPS_SMALL_2D = 3
+_SMALL_2D = 1 << 20  # 2-D grids below this many nodes: one push block a SM
+# 2-D grids below this many nodes (where the level BFS relabels): push tiles of 32 x 8
+# (a quarter of the nodes a launch and a barrier), 16 local rounds (32 in the tail),
+# 2 sweeps a relabel. H200, four pictures at 0.3 / 1 / 1.5 / 2 MP: 18 % less time in
+# sum than 32 x 32 tiles, 32 rounds (3 sweeps below 2**20 nodes), faster on every one
+# of the 16 (benchmarks/NOTES_gpu_grid.md, tenth round); from 2**21 nodes 32 x 32
+# stays faster (4 MP 9.9 against 10.8 ms with 32 x 16)
+_SMALL_2D_BELOW = 1 << 21
+_SMALL_2D_SCHEDULE = {"tile": (32, 8, 1), "local_iters": 16, "tail_iters": 32}
 _INIT_BLOCK = 256
 _EXTRA_DEFINES: dict = {}  # benchmarking hook: more compile-time constants (both files)
 # rounds in flight: the host queues the next round before it reads the active count of
@@ -809,22 +816,23 @@ def maxflow_grid_gpu(
     ----------------
     tile : tuple of int, optional
         Tile shape ``(TILE_X, TILE_Y, TILE_Z)``, x first, powers of two up to 32, at
-        most 1024 nodes, ``TILE_Z = 1`` in 2-D. Default (32, 32, 1) in 2-D and
-        (16, 8, 8) in 3-D.
+        most 1024 nodes, ``TILE_Z = 1`` in 2-D. Default (32, 32, 1) in 2-D, (32, 8, 1)
+        for 2-D grids of fewer than 2**21 nodes, and (16, 8, 8) in 3-D.
     bfs_tile : tuple of int, optional
         Tile shape of the global relabel, same rules as ``tile``. Default (16, 16, 1)
-        in 2-D and (16, 4, 4) in 3-D with the default ``tile``, else ``tile``.
+        in 2-D and (16, 4, 4) in 3-D with a default ``tile``, else ``tile``.
     local_iters : int, optional
-        Push / relabel rounds per tile and launch (default 32 in 2-D, 16 in 3-D).
+        Push / relabel rounds per tile and launch (default 32 in 2-D, 16 for 2-D grids
+        of fewer than 2**21 nodes, 16 in 3-D).
     sweeps_per_relabel : int, optional
-        Sweeps between two global relabels (default 2 in 2-D, 3 for 2-D grids of
-        fewer than 2**20 nodes, 1 in 3-D).
+        Sweeps between two global relabels (default 2 in 2-D, 1 in 3-D).
     tail_sweeps : int, optional
         Sweeps between global relabels once fewer than ``n / 1024`` nodes are active
         (default: ``sweeps_per_relabel``).
     tail_iters : int, optional
         Push / relabel rounds per tile and launch in those sweeps (default:
-        ``local_iters``).
+        ``local_iters``, or 32 for 2-D grids of fewer than 2**21 nodes when
+        ``local_iters`` is not given either).
     walk_below : int, optional
         After the global relabel of a round that starts with fewer than this many
         active nodes, each active node sends its excess down the new distance labels
@@ -895,9 +903,13 @@ def maxflow_grid_gpu(
             f"the GPU grid max-flow handles at most {_MAX_NODES} nodes (heights are "
             f"int32), got a grid of shape {shape} with {n} nodes; use backend='cpu'"
         )
-    tile = tuple(tile) if tile is not None else _TILES[ndim]
+    small = ndim == 2 and n < _SMALL_2D_BELOW  # the defaults of _SMALL_2D_SCHEDULE
+    if tile is None:
+        tile = _SMALL_2D_SCHEDULE["tile"] if small else _TILES[ndim]
+    tile = tuple(tile)
     if bfs_tile is None:
-        bfs_tile = _BFS_TILES[ndim] if tile == _TILES[ndim] else tile
+        default = tile in (_TILES[ndim], _SMALL_2D_SCHEDULE["tile"])
+        bfs_tile = _BFS_TILES[ndim] if default else tile
         if ndim == 2 and _BFS_WARP:
             bfs_tile = (32, 32, 1)
     bfs_tile = tuple(bfs_tile)
@@ -913,11 +925,13 @@ def maxflow_grid_gpu(
                 f"{name} must be (TILE_X, TILE_Y, TILE_Z), powers of two from 1 to "
                 f"32 (TILE_X >= 2), at most 1024 nodes, TILE_Z == 1 in 2-D; got {tl}"
             )
-    local_iters = _LOCAL_ITERS[ndim] if local_iters is None else int(local_iters)
+    if local_iters is None:
+        local_iters = _SMALL_2D_SCHEDULE["local_iters"] if small else _LOCAL_ITERS[ndim]
+        if tail_iters is None and small:
+            tail_iters = _SMALL_2D_SCHEDULE["tail_iters"]
+    local_iters = int(local_iters)
     if sweeps_per_relabel is None:
         sweeps_per_relabel = _SWEEPS_PER_RELABEL[ndim]
-        if ndim == 2 and n < _SMALL_2D:
-            sweeps_per_relabel = _SWEEPS_SMALL_2D
     tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
     tail_iters = local_iters if tail_iters is None else int(tail_iters)
     if walk_below is None:
