@@ -40,9 +40,10 @@
 //                    gbfs_init's work), then gbfs_persistent's relaxation with one warp
 //                    a tile and the tile's BFS on bit masks (see its section below).
 //   gbfs_level       2-D, the full relabels of grids below 2^21 nodes (host:
-//                    _BFS_LEVEL): a level-synchronous BFS on gbfs_wmask's bit masks,
-//                    one resident block a region of the grid with a halo, grid
-//                    barriers every L levels (see its section below).
+//                    _BFS_LEVEL): a level-synchronous BFS on bit masks (gbfs_wmask's,
+//                    then those the push kernel keeps), one resident block a region of
+//                    the grid with a halo, grid barriers every L levels; it can also
+//                    count the active nodes (see its section below).
 //   gbfs_seed, gbfs_invalidate  the incremental global relabel (at the end of the file):
 //                    the BFS then starts from the distances of the last relabel where
 //                    the round's pushes left them exact.

@@ -22,7 +22,7 @@
 //                     active nodes (ex > 0, finite height) into out[0], set the tile
 //                     flags, clear touched; a no-op once out[0] == 0 (the host may queue
 //                     rounds past the end of the solve; see the kernel). Used where the
-//                     BFS launch does not count (grid_bfs.cu, BFS_COUNT).
+//                     BFS launch does not count (grid_bfs.cu: BFS_COUNT, gbfs_level).
 //   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
 //                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
 //                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
