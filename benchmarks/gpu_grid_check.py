@@ -183,8 +183,6 @@ def random_case(i, rng):
         kw["_persist"] = 1 / 1024
     elif q < 0.8:
         kw["_persist"] = 2.0
-    if rng.random() < 0.3:
-        kw["_persist_slots"] = int(rng.choice([1, 2, 3]))
     if rng.random() < 0.3:  # the level BFS's masks and count at every relabel
         kw["_track"] = False
     if nd == 2 and rng.random() < 0.4:  # the bit-parallel BFS (its own BFS tiles)
@@ -219,7 +217,6 @@ def _solver_with_knobs():
         _bfs_warp=None,
         _bfs_level=None,
         _track=None,
-        _persist_slots=None,
         **kw,
     ):
         settings = {
@@ -227,7 +224,6 @@ def _solver_with_knobs():
             "_REUSE": _reuse,
             "_WALK_BELOW": _walk,
             "_PERSIST_BELOW": _persist,
-            "_PERSIST_SLOTS": _persist_slots,
             "_BFS_WARP": _bfs_warp,
             "_TRACK_MASKS": _track,
         }
@@ -399,8 +395,7 @@ def parse_configs(text):
     walks in the rounds that start with fewer than F * n active nodes
     (``_maxflow_gpu._WALK_BELOW``; 0 = none, 2 = every round), ``ppF`` persistent
     push launches in the rounds that start with fewer than F * n active nodes
-    (``_maxflow_gpu._PERSIST_BELOW``) with ``psN`` slots a block
-    (``_maxflow_gpu._PERSIST_SLOTS``), ``tm0`` the level BFS's masks and count at
+    (``_maxflow_gpu._PERSIST_BELOW``), ``tm0`` the level BFS's masks and count at
     every relabel, not kept by the push kernel (``_maxflow_gpu._TRACK_MASKS``),
     ``bmN`` the mode bits of the
     global relabel launch (``bfs_mode``), ``pipeN`` rounds in flight
@@ -446,8 +441,6 @@ def parse_configs(text):
                 kw["_walk"] = float(tok[2:])
             elif tok.startswith("pp"):
                 kw["_persist"] = float(tok[2:])
-            elif tok.startswith("ps"):
-                kw["_persist_slots"] = int(tok[2:])
             elif tok in ("tm0", "tm1"):
                 kw["_track"] = tok == "tm1"
             elif tok.startswith("inc"):

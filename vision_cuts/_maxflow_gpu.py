@@ -127,7 +127,6 @@ _BFS_MODE = {2: 0, 3: 3}
 # flags, instead of one block a tile) in the rounds that start with fewer than this
 # fraction of the nodes active; 0 = never (the default: measured slower, v13)
 _PERSIST_BELOW = 0.0
-_PERSIST_SLOTS = 0  # slots of a persistent push block (0: the resident blocks' share)
 # incremental global relabels (gbfs_seed, gbfs_invalidate, then the BFS from the
 # remaining exact distances) after the rounds that start with fewer than this fraction
 # of the nodes active, by default in 2-D grids of at least _INCR_MIN_NODES nodes (any
@@ -663,10 +662,7 @@ class _Solver:
         a tile, or with ``persist`` a resident grid that reads the tile flags)."""
         kernel, grid = self.k_push, (self.slots,)
         if persist:
-            blocks = self.persist_blocks
-            if _PERSIST_SLOTS > 0:  # a grid of that many slots a block
-                blocks = -(-self.slots // int(_PERSIST_SLOTS))
-            kernel, grid = self.k_push_persist, (blocks,)
+            kernel, grid = self.k_push_persist, (self.persist_blocks,)
         for _ in range(count):
             for colour in (0, 1):
                 kernel(
@@ -734,7 +730,6 @@ def _get_solver(
         _BFS_LEVEL,
         _BFS_LEVEL_L,
         _TRACK_MASKS,
-        _PERSIST_SLOTS,  # (the grid of the captured persistent push launches)
         cupy.cuda.Device().id,
     )
     old = getattr(_cache, "solver", None)
