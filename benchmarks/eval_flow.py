@@ -14,12 +14,13 @@ left out), reported with the number of points.
   poly_n 5, poly_sigma 1.2) and ``cv2.DISOpticalFlow`` (medium preset), both on grey
   frames.
 
-Times are medians of ``--repeat`` runs after one warm-up run, in the same process.
+Times are medians of ``--repeat`` runs after one warm-up run, in the same process, with
+the worst run beside them; every backend named runs in the same process.
 
 Usage::
 
     python benchmarks/eval_flow.py [--data DIR] [--sequences Urban2 ...]
-        [--detector orb] [--backend cpu] [--repeat 3] [--json out.json]
+        [--detector orb] [--backend cpu gpu] [--repeat 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,27 +36,30 @@ from vision_cuts._backend import machine_description
 from vision_cuts.datasets import middlebury_flow as mf
 
 
-def _median_time(fn, repeat: int):
+def _median_time(fn, repeat: int, worst: list | None = None):
+    """(result, median time); the worst time is appended to ``worst`` if given."""
     out = fn()  # warm-up (and the result)
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+    if worst is not None:
+        worst.append(max(times) if times else float("nan"))
     return out, float(np.median(times)) if times else float("nan")
 
 
-def evaluate(name: str, args) -> dict:
+def evaluate(name: str, args, backend: str) -> dict:
     import cv2
 
     sample = mf.load_flow(name, args.data)
     f0, f1, gt = sample
     g0 = cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY)
     g1 = cv2.cvtColor(f1, cv2.COLOR_RGB2GRAY)
-    kw = {"backend": args.backend, "detector": args.detector}
-
+    kw = {"backend": backend, "detector": args.detector}
+    worst: list = []
     sparse, t_sparse = _median_time(
-        lambda: optical_flow(f0, f1, dense=False, **kw), args.repeat
+        lambda: optical_flow(f0, f1, dense=False, **kw), args.repeat, worst
     )
     pts = np.ascontiguousarray(sparse.points.reshape(-1, 1, 2), dtype=np.float32)
 
@@ -71,7 +75,7 @@ def evaluate(name: str, args) -> dict:
     epe_lk, n_lk = mf.sparse_epe(sparse.points, lk_vec, gt)
 
     res, t_dense = _median_time(
-        lambda: optical_flow(f0, f1, dense=True, **kw), args.repeat
+        lambda: optical_flow(f0, f1, dense=True, **kw), args.repeat, worst
     )
     fb, t_fb = _median_time(
         lambda: cv2.calcOpticalFlowFarneback(g0, g1, None, 0.5, 3, 15, 3, 5, 1.2, 0),
@@ -81,6 +85,9 @@ def evaluate(name: str, args) -> dict:
     fd, t_dis = _median_time(lambda: dis.calc(g0, g1, None), args.repeat)
     return {
         "sequence": name,
+        "backend": backend,
+        "time_sparse_worst_s": worst[0],
+        "time_dense_worst_s": worst[1],
         "size": f"{f0.shape[1]}x{f0.shape[0]}",
         "points": n_ours,
         "points_lk": n_lk,
@@ -105,7 +112,9 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="folder holding middlebury_flow/")
     ap.add_argument("--sequences", nargs="+", default=mf.flow_names())
     ap.add_argument("--detector", default="orb", choices=("orb", "sift"))
-    ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "gpu"))
+    ap.add_argument(
+        "--backend", nargs="+", default=["cpu"], choices=("auto", "cpu", "gpu")
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
@@ -114,23 +123,26 @@ def main() -> None:
     print(
         f"machine: {machine}; OpenCV {cv2.__version__}, {cv2.getNumThreads()} threads"
     )
-    print(f"optical_flow(detector={args.detector!r}, backend={args.backend!r})\n")
-    rows = [evaluate(name, args) for name in args.sequences]
+    print(f"optical_flow(detector={args.detector!r}, backends {args.backend})\n")
+    rows = [evaluate(name, args, b) for b in args.backend for name in args.sequences]
     print(
-        "| sequence | points | sparse EPE | PyrLK EPE | ratio | dense EPE | "
-        "Farneback EPE | ratio | DIS EPE | sparse ms | PyrLK ms | dense ms | "
-        "Farneback ms | DIS ms |"
+        "| backend | sequence | points | sparse EPE | PyrLK EPE | ratio | dense EPE | "
+        "Farneback EPE | ratio | DIS EPE | sparse ms (worst) | PyrLK ms | "
+        "dense ms (worst) | Farneback ms | DIS ms |"
     )
-    print("|---" * 14 + "|")
+    print("|---" * 15 + "|")
     for r in rows:
         print(
-            f"| {r['sequence']} | {r['points']} | {r['sparse_epe']:.3f} | "
+            f"| {r['backend']} | {r['sequence']} | {r['points']} | "
+            f"{r['sparse_epe']:.3f} | "
             f"{r['sparse_epe_pyrlk']:.3f} | "
             f"{r['sparse_epe_pyrlk'] / r['sparse_epe']:.2f}x | "
             f"{r['dense_epe']:.3f} | {r['dense_epe_farneback']:.3f} | "
             f"{r['dense_epe_farneback'] / r['dense_epe']:.2f}x | "
-            f"{r['dense_epe_dis']:.3f} | {1e3 * r['time_sparse_s']:.0f} | "
-            f"{1e3 * r['time_pyrlk_s']:.1f} | {1e3 * r['time_dense_s']:.0f} | "
+            f"{r['dense_epe_dis']:.3f} | {1e3 * r['time_sparse_s']:.0f} "
+            f"({1e3 * r['time_sparse_worst_s']:.0f}) | "
+            f"{1e3 * r['time_pyrlk_s']:.1f} | {1e3 * r['time_dense_s']:.0f} "
+            f"({1e3 * r['time_dense_worst_s']:.0f}) | "
             f"{1e3 * r['time_farneback_s']:.0f} | {1e3 * r['time_dis_s']:.0f} |"
         )
     sparse_ok = all(

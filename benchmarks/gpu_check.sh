@@ -9,6 +9,11 @@
 #   assignment  assignment benchmark against SciPy and lap in the same run
 #   stereo      Middlebury stereo evaluation against cv2.StereoSGBM
 #   refine      interactive GrabCut latency (box cut, then strokes) at ~1 MP
+#   stress      the assignment stress tests (cost families of real callers), the
+#               work of the GPU assignment on the optical flow's own cost stacks, and
+#               the assignment benchmark's single problems (geometric up to 4000)
+#   flow        optical flow end to end on both backends against PyrLK, Farneback
+#               and DIS in the same run (Middlebury)
 #   graph       general-graph max-flow: its GPU tests, then the benchmark (RLG, genrmf,
 #               ADG) against SciPy Dinic and the CPU backend in the same run
 #   matching    bipartite matching: its GPU tests, then the benchmark against SciPy
@@ -92,6 +97,19 @@ fi
 if want stereo && have_data stereo; then
     python3 -P benchmarks/eval_stereo.py --backend cpu gpu \
         --json "$OUT/eval_stereo.json" 2>&1 | tee "$OUT/eval_stereo.log" || rc=1
+fi
+if want stress; then
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider \
+        tests/test_assignment_stress_gpu.py 2>&1 | tee "$OUT/tests_stress.log" || rc=1
+    if have_data stress; then
+        python3 -P benchmarks/diag_assignment_stall.py --variants default \
+            --sequences Urban2 RubberWhale Grove2 2>&1 | tee "$OUT/diag_flow_stacks.log" \
+            || rc=1
+    fi
+fi
+if want flow && have_data flow; then
+    python3 -P benchmarks/eval_flow.py --backend cpu gpu \
+        --json "$OUT/eval_flow.json" 2>&1 | tee "$OUT/eval_flow.log" || rc=1
 fi
 if want refine; then
     python3 -P benchmarks/bench_refine.py --backend cpu gpu 2>&1 | tee "$OUT/bench_refine.log" \

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "ASSIGNMENT_FAMILIES",
+    "assignment_costs",
     "chain_bipartite_graph",
     "contrast_weights",
     "grid_bipartite_graph",
@@ -221,3 +223,60 @@ def grid_bipartite_graph(side: int, rng: np.random.Generator, holes: float = 0.1
     return sp.csr_array(
         (np.ones(r.size, np.int8), (r, c)), shape=(int(black.sum()), int(white.sum()))
     )
+
+
+#: The cost families that callers of the assignment solvers produce.
+ASSIGNMENT_FAMILIES = ("flow", "geometric", "ties", "lowint", "forbidden")
+
+
+def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """A (B, n, m) stack of assignment costs of one family.
+
+    * ``flow``: the stacks :func:`vision_cuts.optical_flow` builds (one problem per
+      call of its assignment, ``B`` ignored): n features with 256-bit descriptors in a
+      640 x 480 frame, m features of the next frame (the first ``min(n, m)`` moved by a
+      smooth motion field plus 0.5 px noise, descriptors with 10% of their bits
+      flipped; the rest new), cost = descriptor distance + 0.2 x displacement / 40,
+      ``inf`` beyond 40 px, one dummy column per row at 0.35 (unmatched): shape
+      (1, n, m + n).
+    * ``geometric``: Euclidean distances between two jittered copies of a point set
+      (float), ``ties``: integers 0-3, ``lowint``: integers 0-999, ``forbidden``:
+      integers 0-49 with 60% of the pairs ``inf`` (a feasible assignment kept).
+    """
+    nb, n, m = shape
+    if kind == "flow":
+        from vision_cuts.optical_flow import _cost_stack, _Features
+
+        p0 = rng.random((n, 2)) * [640, 480]
+        p1 = rng.random((m, 2)) * [640, 480]
+        k = min(n, m)
+        motion = np.stack(
+            [6 * np.sin(p0[:k, 1] / 90), 4 * np.cos(p0[:k, 0] / 120)], axis=1
+        )
+        p1[:k] = p0[:k] + motion + rng.normal(0, 0.5, (k, 2))
+        b0 = rng.integers(0, 2, (n, 256)).astype(np.float32)
+        b1 = rng.integers(0, 2, (m, 256)).astype(np.float32)
+        b1[:k] = np.where(rng.random((k, 256)) < 0.1, 1 - b0[:k], b0[:k])
+        f0 = _Features(p0.astype(np.float32), b0, True)
+        f1 = _Features(p1.astype(np.float32), b1, True)
+        groups = [(np.arange(n), rng.permutation(m))]
+        pred = np.zeros((n, 2), np.float32)
+        return _cost_stack(f0, f1, groups, pred, 40.0, 0.2, 0.35)
+    if kind == "geometric":
+        a = rng.random((nb, max(n, m), 2)) * 1000
+        b = a + rng.normal(0, 2.0, a.shape)
+        a, b = a[:, :n], b[:, rng.permutation(max(n, m))[:m]]
+        return np.sqrt(((a[:, :, None, :] - b[:, None, :, :]) ** 2).sum(-1))
+    if kind == "ties":
+        return rng.integers(0, 4, shape).astype(np.float64)
+    if kind == "lowint":
+        return rng.integers(0, 1000, shape)
+    if kind == "forbidden":
+        cost = rng.integers(0, 50, shape).astype(np.float64)
+        forbid = rng.random(shape) < 0.6
+        k = min(n, m)
+        for i in range(nb):
+            forbid[i, rng.permutation(n)[:k], rng.permutation(m)[:k]] = False
+        cost[forbid] = np.inf
+        return cost
+    raise ValueError(f"kind must be one of {ASSIGNMENT_FAMILIES}, got {kind!r}")

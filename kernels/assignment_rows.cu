@@ -50,8 +50,11 @@
 // state (unsigned long long, R_STATE words, zero before the launch):
 //   [0] err (price overflow), [2] Bellman-Ford sweeps, [3] global updates,
 //   [4] list builds, [5] fallbacks, [6] phases, [16..18] nanoseconds spent in the
-//   keep steps, the bids and the global updates (block 0's view), [R_BIDS] bids,
-//   [R_COUNT + 16 * ph] columns taken in phase ph. The counters that every bid
+//   keep steps, the bids and the global updates (block 0's view), [19] the clock at
+//   the start, [R_BIDS] bids,
+//   [R_COUNT + 16 * ph] columns taken in phase ph, and at the end of phase ph (block
+//   0's view, cumulative): [+1] bids, [+2] global updates, [+3] sweeps, [+4] list
+//   fallbacks, [+5] the clock (ns), [+6] the phase's eps. The counters that every bid
 //   touches sit on cache lines of their own: warps with nothing to do poll them only
 //   every ASSIGN_QUIET passes, and add their bids every ASSIGN_BID_BATCH bids.
 // sync (unsigned, 8 words, zero before the launch): barrier (arrivals, generation,
@@ -84,6 +87,8 @@
 #error "ASSIGN_BLOCK must be a multiple of 32"
 #endif
 
+// the cost of an absent (forbidden) arc: never bid for, never in a list or a path
+#define R_ABSENT ((COST_T)(sizeof(COST_T) == 4 ? 0x7fffffffll : 0x3fffffffffffffffll))
 #define R_BUCKETS 128
 #define R_MAX_PHASES 56
 #define R_DINF 0x7fffffffffffffffull
@@ -148,9 +153,15 @@ __device__ __forceinline__ int r_bucket(long long x) {
     return 1 + 2 * lg + sub;
 }
 
+// reduced cost of arc k (A_BIG for an absent arc)
 __device__ __forceinline__ long long r_d(const COST_T* __restrict__ row, const au64* w,
                                          int k, int bits) {
-    return (long long)__ldg(row + k) + a_price(__ldcg(w + k), bits);
+    const COST_T c = __ldg(row + k);
+    return c == R_ABSENT ? A_BIG : (long long)c + a_price(__ldcg(w + k), bits);
+}
+
+__device__ __forceinline__ long long r_dc(long long c, au64 w, int bits) {
+    return c == (long long)R_ABSENT ? A_BIG : c + a_price(w, bits);
 }
 
 // the smallest reduced cost of a whole row (every lane gets it)
@@ -216,11 +227,11 @@ __device__ void r_row_best(const COST_T* __restrict__ row, const au64* w, int N,
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            r_take(c[u] + a_price(ww[u], bits), k + 32 * u, c[u], d1, j1, c1, d2);
+            r_take(r_dc(c[u], ww[u], bits), k + 32 * u, c[u], d1, j1, c1, d2);
     }
     for (; k < N; k += 32) {
         const long long c = __ldg(row + k);
-        r_take(c + a_price(__ldcg(w + k), bits), k, c, d1, j1, c1, d2);
+        r_take(r_dc(c, __ldcg(w + k), bits), k, c, d1, j1, c1, d2);
     }
     r_warp_best(d1, j1, c1, d2);
 }
@@ -307,7 +318,7 @@ __device__ int r_build(const COST_T* __restrict__ row, const au64* w, int N, int
         bool want = false;
         if (kk < N) {
             c = __ldg(row + kk);
-            d = c + a_price(__ldcg(w + kk), bits);
+            d = r_dc(c, __ldcg(w + kk), bits);
             const int b = r_bucket(d - d1);
             want = cut > 0 ? b < cut : b == 0;
         }
@@ -333,7 +344,7 @@ __device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
                                 const COST_T* candc, const int* ncand,
                                 const long long* lowb, unsigned long long* dist,
                                 unsigned* sync, unsigned long long* state, int total,
-                                int N, long long eps, int bits) {
+                                int n, int N, long long eps, int bits) {
     const int lane = threadIdx.x & 31;
     const int tid = (int)(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
     const int nthreads = (int)(gridDim.x * (size_t)blockDim.x);
@@ -345,14 +356,16 @@ __device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
     for (int k = tid; k < total; k += nthreads)
         dist[k] = (__ldcg(words + k) & mask) == mask ? 0ull : R_DINF;
     r_grid_sync(bar);
+    const int nreal = total / N * n;
     int it = 0;
     for (;; ++it) {
         bool changed = false;
-        for (int r = warp; r < total; r += nwarps) {
+        for (int q = warp; q < nreal; q += nwarps) {
+            const int b = q / n;
+            const int i = q - b * n;
+            const int r = b * N + i;
             const int j = __ldcg(col4row + r);
             if (j < 0) continue;
-            const int b = r / N;
-            const int i = r - b * N;
             const au64* w = words + (size_t)b * N;
             if ((int)(__ldcg(w + j) & mask) != i) continue;
             const unsigned long long* dd = dist + (size_t)b * N;
@@ -363,7 +376,8 @@ __device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
                 for (int k = lane; k < N; k += 32) {
                     const unsigned long long dk = __ldcg(dd + k);
                     if (k == j || dk == R_DINF) continue;
-                    h = min(h, r_d(row, w, k, bits) + (long long)dk);
+                    const long long d = r_d(row, w, k, bits);
+                    if (d < A_BIG) h = min(h, d + (long long)dk);
                 }
             } else {
                 const int* lst = cand + (size_t)r * ASSIGN_CAND;
@@ -421,14 +435,93 @@ __device__ void r_global_update(const COST_T* __restrict__ cost, au64* words,
     }
 }
 
+// Is the pair (r, j) still eps-optimal? (every lane gets the answer)
+__device__ __forceinline__ bool r_pair_ok(const COST_T* __restrict__ row, const au64* w,
+                                          const int* lst, const COST_T* lc, int nc,
+                                          long long L, int j, long long eps, int N,
+                                          int bits, int lane) {
+    long long d1, c1, d2;
+    int j1;
+    if (nc < 0)
+        r_row_best(row, w, N, bits, lane, d1, j1, c1, d2);
+    else
+        r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
+    const long long dj = r_d(row, w, j, bits);
+    const long long dmin = nc >= 0 ? min(d1, L) : d1;
+    return dj <= dmin + eps;
+}
+
+// The price floor of the columns no real row holds (problems with n < N; see the top of
+// the file): once every real row holds a column, every column priced below
+// theta_b = (the highest price of a column of problem b that no real row holds) - eps
+// rises to theta_b, then the real rows whose pairs are no longer eps-optimal are
+// freed. Returns whether any row was freed (every thread gets it). floor: B words,
+// -1 on entry and on return. Runs on every thread of the grid.
+__device__ bool r_settle(const COST_T* __restrict__ cost, au64* words, int* col4row,
+                         const int* cand, const COST_T* candc, const int* ncand,
+                         const long long* lowb, long long* floor_,
+                         unsigned long long* count, unsigned* sync,
+                         unsigned long long* state, int total, int n, int N,
+                         long long eps, int bits) {
+    const int lane = threadIdx.x & 31;
+    const int tid = (int)(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
+    const int nthreads = (int)(gridDim.x * (size_t)blockDim.x);
+    const int warp = tid >> 5;
+    const int nwarps = nthreads >> 5;
+    const au64 mask = a_mask(bits);
+    unsigned* bar = sync;
+    for (int k = tid; k < total; k += nthreads) {
+        const au64 wk = __ldcg(words + k);
+        if ((wk & mask) == mask) atomicMax(floor_ + k / N, a_price(wk, bits));
+    }
+    r_grid_sync(bar);
+    bool raised = false;
+    for (int k = tid; k < total; k += nthreads) {
+        const long long theta = __ldcg(floor_ + k / N) - eps;
+        const au64 wk = __ldcg(words + k);
+        if (a_price(wk, bits) < theta) {
+            __stcg(words + k, ((au64)theta << bits) | (wk & mask));
+            raised = true;
+        }
+    }
+    raised = r_grid_sync_or(bar, raised);
+    for (int b = tid; b < total / N; b += nthreads) floor_[b] = -1;
+    if (tid == 0) atomicAdd(state + 7, 1ull);
+    if (!raised) return false;
+    bool freed = false;
+    const int nreal = total / N * n;
+    for (int q = warp; q < nreal; q += nwarps) {
+        const int b = q / n;
+        const int r = b * N + (q - b * n);
+        const int j = __ldcg(col4row + r);
+        if (j < 0) continue;
+        au64* w = words + (size_t)b * N;
+        const bool ok =
+            r_pair_ok(cost + (size_t)r * N, w, cand + (size_t)r * ASSIGN_CAND,
+                      candc + (size_t)r * ASSIGN_CAND, ncand[r], lowb[r], j, eps, N,
+                      bits, lane);
+        if (!ok && lane == 0) {
+            __stcg(w + j, __ldcg(w + j) | mask);  // only this row owns column j
+            __stcg(col4row + r, -1);
+            atomicAdd(count, ~0ull);  // one column fewer taken
+            atomicAdd(state + 8, 1ull);
+            freed = true;
+        }
+        __syncwarp();
+    }
+    return r_grid_sync_or(bar, freed);
+}
+
 // The whole solve (see the top of the file). words: all (price 0, owner NONE);
 // col4row: all -1; ncand: -1 (whole rows, N <= ASSIGN_CAND) or 0; lowb: A_BIG or -1
-// (no list yet); dist: total words of scratch; sync, state: zero.
+// (no list yet); dist: total words of scratch; floor_: B words of -1; sync, state:
+// zero. Rows n..N-1 of every problem (the padding) never bid: the price floor stands
+// for them.
 extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
     assign_rows_solve(const COST_T* __restrict__ cost, au64* words, int* col4row,
                       int* cand, COST_T* candc, int* ncand, long long* lowb,
-                      unsigned long long* dist, unsigned* sync,
-                      unsigned long long* state, int total, int N, long long smax,
+                      unsigned long long* dist, long long* floor_, unsigned* sync,
+                      unsigned long long* state, int total, int n, int N, long long smax,
                       int alpha, int bits, int fixing, int global_update,
                       long long gu_bids, long long gu_min_bids) {
     __shared__ int s_hist[(ASSIGN_BLOCK / 32) * R_BUCKETS];
@@ -441,7 +534,9 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
     volatile unsigned long long* vstate = state;
     unsigned* bar = sync;
     const bool timer = threadIdx.x == 0 && blockIdx.x == 0;
+    const int nreal = total / N * n;  // rows that bid: the first n of every problem
     unsigned long long t0 = timer ? r_clock() : 0ull;
+    if (timer) state[19] = t0;
     long long eps = smax > 1 ? smax : 1, prev = 0;
     for (int ph = 0;; ++ph) {
         prev = eps;
@@ -449,8 +544,9 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
         if (eps < 1) eps = 1;
         unsigned long long* count = state + R_COUNT + 16 * ph;
         // keep step: rebuild the lists, fix arcs, keep the eps-optimal pairs
-        for (int r = warp; r < total; r += nwarps) {
-            const int b = r / N;
+        for (int q = warp; q < nreal; q += nwarps) {
+            const int b = q / n;
+            const int r = b * N + (q - b * n);
             const COST_T* row = cost + (size_t)r * N;
             au64* w = words + (size_t)b * N;
             int* lst = cand + (size_t)r * ASSIGN_CAND;
@@ -470,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                 else
                     r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
                 const au64 wj = __ldcg(w + j);
-                const long long dj = (long long)__ldg(row + j) + a_price(wj, bits);
+                const long long dj = r_dc(__ldg(row + j), wj, bits);
                 if (nc >= 0 && fixing && ph > 0 && L < A_BIG &&
                     L - dj >= (long long)N * prev)
                     L = A_BIG;
@@ -499,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
         volatile unsigned long long* vcount = count;
         if (global_update)
             budget = (long long)r_block_read(state + R_BIDS) +
-                     gu_bids * (total - (long long)r_block_read(count)) + gu_min_bids;
+                     gu_bids * (nreal - (long long)r_block_read(count)) + gu_min_bids;
         r_grid_sync(bar);
         if (timer) {
             const unsigned long long t = r_clock();
@@ -507,17 +603,18 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             t0 = t;
         }
         for (;;) {
-            // bids, until every column is taken or the bids reach the budget
+            // bids, until every real row holds a column or the bids reach the budget
             int quiet = 0;
             unsigned pend = 0;  // bids not yet added to state[R_BIDS] (lane 0)
             for (;;) {
                 if (quiet == 0 &&
-                    ((long long)*vcount >= total || (long long)vstate[R_BIDS] >= budget))
+                    ((long long)*vcount >= nreal || (long long)vstate[R_BIDS] >= budget))
                     break;
                 bool idle = true;
-                for (int r = warp; r < total; r += nwarps) {
-                    const int b = r / N;
-                    const int i = r - b * N;
+                for (int q = warp; q < nreal; q += nwarps) {
+                    const int b = q / n;
+                    const int i = q - b * n;
+                    const int r = b * N + i;
                     au64* w = words + (size_t)b * N;
                     const int j = __ldcg(col4row + r);
                     if (j >= 0 && (int)(__ldcg(w + j) & mask) == i) continue;
@@ -552,7 +649,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                     if (lane == 0) {
                         // N == 1, or a single arc left: any price rise keeps the pair
                         // eps-optimal; rise by N * eps (the bound of the fixed arcs)
-                        if (d2 == A_BIG) d2 = nc < 0 ? d1 : d1 + (long long)N * eps;
+                        if (d2 == A_BIG) d2 = d1 + (long long)N * eps;
                         const long long bid = d2 - c1 + eps;
                         if (++pend >= ASSIGN_BID_BATCH) {
                             atomicAdd(state + R_BIDS, pend);
@@ -560,7 +657,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                         }
                         if (bid > pmax) {
                             atomicExch(state + 0, 1ull);
-                            atomicExch(count, (unsigned long long)total);
+                            atomicExch(count, (unsigned long long)nreal);
                         } else {
                             const au64 nw = ((au64)bid << bits) | (au64)i;
                             const au64 old = atomicMax(w + j1, nw);
@@ -591,18 +688,40 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                 t0 = t;
             }
             const long long taken = (long long)r_block_read(count);
-            if (taken >= total || r_block_read(state)) break;
+            if (r_block_read(state)) break;
+            if (taken >= nreal) {
+                if (n == N || !r_settle(cost, words, col4row, cand, candc, ncand, lowb,
+                                        floor_, count, sync, state, total, n, N, eps,
+                                        bits))
+                    break;
+                budget = (long long)r_block_read(state + R_BIDS) +
+                         gu_bids * (nreal - (long long)r_block_read(count)) +
+                         gu_min_bids;
+                r_grid_sync(bar);
+                continue;
+            }
             r_global_update(cost, words, col4row, cand, candc, ncand, lowb, dist, sync,
-                            state, total, N, eps, bits);
+                            state, total, n, N, eps, bits);
             if (timer) {
                 const unsigned long long t = r_clock();
                 state[18] += t - t0;
                 t0 = t;
             }
             if (r_block_read(state)) break;
-            budget = (long long)r_block_read(state + R_BIDS) + gu_bids * (total - taken) +
+            budget = (long long)r_block_read(state + R_BIDS) + gu_bids * (nreal - taken) +
                      gu_min_bids;
             r_grid_sync(bar);
+        }
+        if (timer) {  // the phase's work counters (cumulative), for stats per phase
+            unsigned long long* snap = state + R_COUNT + 16 * ph;
+            snap[1] = vstate[R_BIDS];
+            snap[2] = vstate[3];
+            snap[3] = vstate[2];
+            snap[4] = vstate[5];
+            snap[5] = r_clock();
+            snap[6] = (unsigned long long)eps;
+            snap[7] = vstate[7];
+            snap[8] = vstate[8];
         }
         if (r_block_read(state) || eps == 1) {
             if (timer) state[6] = (unsigned long long)(ph + 1);

@@ -408,3 +408,15 @@ def test_cupy_in_cupy_out_on_cpu(rng):
         assert isinstance(rb, cupy.ndarray) and isinstance(cb, cupy.ndarray)
         for b in range(len(costs)):
             check_assignment(costs[b], rb[b].get(), cb[b].get())
+
+
+def test_return_stats_cpu():
+    cost = np.array([[4, 1, 3], [2, 0, 5], [3, 2, 2]])
+    r, c, stats = linear_sum_assignment(cost, backend="cpu", return_stats=True)
+    assert c.tolist() == [1, 0, 2]
+    assert stats == {"backend": "cpu", "path": "cpu"}
+    r, c, stats = linear_sum_assignment_batched(
+        cost[None], backend="cpu", return_stats=True
+    )
+    assert c.tolist() == [[1, 0, 2]]
+    assert stats["path"] == "cpu"

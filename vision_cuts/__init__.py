@@ -6,7 +6,6 @@ from ._backend import describe_backend, gpu_available
 from .assignment import linear_sum_assignment, linear_sum_assignment_batched
 from .dimacs import read_dimacs, write_dimacs
 from .exceptions import BackendUnavailableError, NonSubmodularError, VisionCutsError
-from .flow import FlowResult, optical_flow
 from .graph import (
     FlowGraph,
     MaxFlow,
@@ -20,6 +19,7 @@ from .graph import (
 from .grid import GridEnergy, grid_energy, grid_graph
 from .matching import maximum_bipartite_matching
 from .maxflow import MinCut, maxflow_grid
+from .optical_flow import FlowResult, optical_flow
 from .segmentation import GrabCutResult, grabcut, segment
 from .stereo import stereo_disparity
 from .visualize import draw_flow_arrows, flow_to_color

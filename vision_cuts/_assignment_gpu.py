@@ -147,8 +147,13 @@ class Plan:
 def make_plan(
     n: int, N: int, lo: Any, hi: Any, forbidden: bool, integral: bool
 ) -> Plan:
-    """Choose the scaling (see the module docstring); ValueError where impossible."""
+    """Choose the scaling (see the module docstring); ValueError where impossible.
+
+    Forbidden pairs cost ``big`` on the small-problem kernels; the large-problem path
+    leaves them out (absent arcs), so they add nothing to the cost range there.
+    """
     bits = max(1, N.bit_length())
+    forbidden = forbidden and N <= _BLOCK_MAX_N
     if integral:
         span = int(hi) - int(lo)
         base = n * span + 1 if forbidden else span
@@ -170,13 +175,13 @@ def make_plan(
             base if forbidden else None,
             smax,
             bits,
-            "int" if smax <= _INT32_MAX else "long long",
+            "int" if smax < _INT32_MAX else "long long",
         )
     span = float(hi) - float(lo)
     levels = FLOAT_LEVELS
-    while levels > FLOAT_LEVELS_MIN and _smax(n, N, levels, forbidden) > _INT32_MAX:
+    while levels > FLOAT_LEVELS_MIN and _smax(n, N, levels, forbidden) >= _INT32_MAX:
         levels //= 2
-    if _smax(n, N, levels, forbidden) > _INT32_MAX:
+    if _smax(n, N, levels, forbidden) >= _INT32_MAX:
         levels = FLOAT_LEVELS
         while levels >= 2 and not _prices_fit(_smax(n, N, levels, forbidden), bits):
             levels //= 2
@@ -195,7 +200,7 @@ def make_plan(
         n * levels + 1 if forbidden else None,
         smax,
         bits,
-        "int" if smax <= _INT32_MAX else "long long",
+        "int" if smax < _INT32_MAX else "long long",
     )
 
 
@@ -329,15 +334,36 @@ def scaled(xp: Any, prep: dict, transposed_layout: bool) -> Any:
         q = xp.rint(d * (plan.levels / plan.span))
         q = xp.clip(q, 0, plan.levels)
     if fin is not None:
-        q = xp.where(fin, q, plan.big)
+        q = xp.where(fin, q, 0 if plan.big is None else plan.big)
     dt = xp.int32 if plan.cost_t == "int" else xp.int64
     q = (q.astype(xp.int64) * (N + 1)).astype(dt)
+    if fin is not None and plan.big is None:  # absent arcs (large-problem path)
+        q = xp.where(fin, q, absent_cost(plan))
     out = xp.zeros((B, N, N), dtype=dt)
     if transposed_layout:
         out[:, :, :n] = q.transpose(0, 2, 1)
     else:
         out[:, :n, :] = q
     return out
+
+
+def absent_cost(plan: Plan) -> int:
+    """The cost that marks a forbidden pair for ``assign_rows_solve`` (R_ABSENT)."""
+    return _INT32_MAX if plan.cost_t == "int" else 2**62 - 1
+
+
+def infeasible_problems(cp: Any, fin: Any) -> np.ndarray:
+    """Which problems of the (B, n, N) finite mask (n <= N) have no assignment of
+    every row: one maximum bipartite matching (on the GPU) of all of them."""
+    from ._matching_gpu import maximum_bipartite_matching_gpu
+
+    B, n, N = fin.shape
+    rows, cols = cp.nonzero(fin.reshape(B * n, N))
+    idx = (cols + (rows // n) * N).astype(cp.int32)
+    ptr = cp.zeros(B * n + 1, dtype=cp.int32)
+    ptr[1:] = cp.cumsum(cp.bincount(rows, minlength=B * n))
+    lmatch, _ = maximum_bipartite_matching_gpu(ptr, idx, B * n, B * N)
+    return cp.asnumpy((lmatch < 0).reshape(B, n).any(axis=1))
 
 
 def finish(xp: Any, prep: dict, col4row: Any) -> tuple:
@@ -516,6 +542,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
     ncand = cp.full(total, 0 if lists else -1, dtype=cp.int32)
     lowb = cp.full(total, -1 if lists else np.iinfo(np.int64).max, dtype=cp.int64)
     dist = cp.empty(total, dtype=cp.uint64)
+    floor = cp.full(B, -1, dtype=cp.int64)
     sync = cp.zeros(8, dtype=cp.uint32)
     state = cp.zeros(64 + 16 * _ROW_MAX_PHASES, dtype=cp.uint64)  # R_STATE
     kernel(
@@ -530,9 +557,11 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
             ncand,
             lowb,
             dist,
+            floor,
             sync,
             state,
             np.int32(total),
+            np.int32(plan.n),
             np.int32(N),
             np.int64(plan.smax),
             np.int32(ROW_ALPHA),
@@ -551,11 +580,42 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
         "list_builds": st[4],
         "list_fallbacks": st[5],
         "phases": st[6],
+        "settles": st[7],
+        "settle_frees": st[8],
         "ms": [round(v / 1e6, 3) for v in st[16:19]],  # keep, bids, updates
+        "per_phase": _per_phase(st),
     }
     err = np.asarray([st[0]], dtype=np.int32)  # read already: no device round trip
     prices = (words >> np.uint64(plan.bits)).astype(cp.int64)
+    if plan.n < N:  # the padding rows take the columns no real row holds
+        taken = cp.zeros((B, N), dtype=cp.bool_)
+        taken[cp.arange(B)[:, None], col4row[:, : plan.n]] = True
+        col4row[:, plan.n :] = cp.argsort(taken, axis=1)[:, : N - plan.n]
     return col4row, prices, err, stats
+
+
+def _per_phase(st: list) -> list:
+    """The work of each phase from the kernel's end-of-phase snapshots (state words
+    ``64 + 16 * ph + 1 ..``: cumulative bids, global updates, sweeps, list fallbacks,
+    the clock, the phase's eps, settles and rows they freed)."""
+    out, prev = [], [0, 0, 0, 0, st[19], 0, 0]
+    for ph in range(min(st[6], _ROW_MAX_PHASES)):
+        snap = st[64 + 16 * ph : 64 + 16 * ph + 9]
+        cur = snap[1:6] + snap[7:9]
+        out.append(
+            {
+                "eps": snap[6],
+                "bids": cur[0] - prev[0],
+                "global_updates": cur[1] - prev[1],
+                "sweeps": cur[2] - prev[2],
+                "list_fallbacks": cur[3] - prev[3],
+                "settles": cur[5] - prev[5],
+                "settle_frees": cur[6] - prev[6],
+                "ms": round((cur[4] - prev[4]) / 1e6, 3),
+            }
+        )
+        prev = cur
+    return out
 
 
 def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
@@ -582,19 +642,45 @@ def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
     return col4row, prices, S, (stats[0] if stats else {})
 
 
+def _solve_feasible(
+    cp: Any, x: Any, maximize: bool, bad: np.ndarray, return_prices: bool
+) -> tuple:
+    """The stack ``x`` with the problems ``bad`` infeasible: the others solved alone,
+    ``bad`` reported INFEASIBLE (their rows and columns 0)."""
+    B, n0, m0 = x.shape
+    k = min(n0, m0)
+    rows = cp.zeros((B, k), dtype=cp.int64)
+    cols = cp.zeros((B, k), dtype=cp.int64)
+    status = np.full(B, INFEASIBLE, dtype=np.int8)
+    ok = np.flatnonzero(~bad)
+    run: dict = {"stats": {"path": "none", "infeasible": int(bad.sum())}}
+    if ok.size:
+        okd = cp.asarray(ok)
+        r, c, st, run = linear_sum_assignment_batched_gpu(
+            x[okd], maximize, return_prices
+        )
+        rows[okd], cols[okd], status[ok] = r, c, st
+        run["stats"]["infeasible"] = int(bad.sum())
+    return rows, cols, status, run
+
+
 def linear_sum_assignment_batched_gpu(
     costs: Any, maximize: bool, return_prices: bool = False
 ) -> tuple:
-    """Solve a (B, n, m) stack on the GPU: ``(row_ind, col_ind, status)``.
+    """Solve a (B, n, m) stack on the GPU: ``(row_ind, col_ind, status, run)``.
 
     ``row_ind`` and ``col_ind`` are CuPy int64 arrays of shape (B, min(n, m)),
     ``status`` a NumPy int8 array (SOLVED, INFEASIBLE, or INVALID everywhere when the
     stack holds a NaN or an infinity of the wrong sign, in which case nothing is
-    solved). With ``return_prices`` a fourth item is the dict of the run (plan,
-    scaled costs ``S``, column prices ``prices`` and ``col4row`` of the padded
-    problems), which certifies the optimum: every padded row ``r`` holds a column
+    solved). ``run`` is a dict whose ``"stats"`` holds the work counters of the solve
+    (``path``: "none", "small" or "rows"; the large-problem path adds phases, bids,
+    global updates, Bellman-Ford sweeps, list builds and fallbacks, settles and the
+    rows they freed, and ``per_phase``). With ``return_prices`` it also holds the
+    plan, the scaled costs ``S``, the column prices ``prices`` and ``col4row`` of the
+    padded problems, which certify the optimum: every padded row ``r`` holds a column
     ``j`` with ``S[r, j] + p[j] <= min_k (S[r, k] + p[k]) + 1`` (such a run goes
-    without arc fixing, whose prices certify only the arcs they keep).
+    without arc fixing, whose prices certify only the arcs they keep; forbidden
+    pairs of the large-problem path cost ``absent_cost(plan)`` in ``S``).
     """
     import cupy as cp
 
@@ -603,45 +689,48 @@ def linear_sum_assignment_batched_gpu(
     k = min(n0, m0)
     if B == 0 or k == 0:
         empty = cp.zeros((B, k), dtype=cp.int64)
-        out = (empty, empty.copy(), np.full(B, SOLVED, dtype=np.int8))
-        return out + ({},) if return_prices else out
+        return empty, empty.copy(), np.full(B, SOLVED, dtype=np.int8), _no_run()
     prep = prepare(cp, x, maximize)
     if prep["invalid"]:
         empty = cp.zeros((B, k), dtype=cp.int64)
-        out = (empty, empty.copy(), np.full(B, INVALID, dtype=np.int8))
-        return out + ({},) if return_prices else out
+        return empty, empty.copy(), np.full(B, INVALID, dtype=np.int8), _no_run()
     geometry = _fused_geometry(prep["plan"], cp.cuda.Device().id)
     if geometry is not None:
         rows, cols, status, col4row, prices = _solve_small_fused(
             cp, prep, geometry, return_prices
         )
-        if not return_prices:
-            return rows, cols, status
-        run = {
-            "plan": prep["plan"],
-            "S": scaled(cp, prep, transposed_layout=False),
-            "prices": prices,
-            "col4row": col4row,
-            "transposed_layout": False,
-            "stats": {},
-        }
+        run: dict = {"stats": {"path": "small"}}
+        if return_prices:
+            run.update(
+                plan=prep["plan"],
+                S=scaled(cp, prep, transposed_layout=False),
+                prices=prices,
+                col4row=col4row,
+                transposed_layout=False,
+            )
         return rows, cols, status, run
+    if prep["plan"].N > _BLOCK_MAX_N and prep["fin"] is not None:
+        # forbidden pairs are absent arcs there, and an infeasible problem would bid
+        # for ever: a matching finds those first, and the rest is solved without them
+        bad = infeasible_problems(cp, prep["fin"])
+        if bad.any():
+            return _solve_feasible(cp, x, maximize, bad, return_prices)
     # arc fixing keeps the prices eps-optimal on the kept arcs only: a run whose
     # prices are returned (a certificate over the whole matrix) goes without it
     col4row, prices, S, stats = solve_scaled(cp, prep, fixing=not return_prices)
     rows, cols, status = finish(cp, prep, col4row)
+    stats = {"path": "rows" if prep["plan"].N > _BLOCK_MAX_N else "small", **stats}
+    run = {"stats": stats}
     if return_prices:
-        return (
-            rows,
-            cols,
-            status,
-            {
-                "plan": prep["plan"],
-                "S": S,
-                "prices": prices,
-                "col4row": col4row,
-                "transposed_layout": prep["plan"].N <= _BLOCK_MAX_N,
-                "stats": stats,
-            },
+        run.update(
+            plan=prep["plan"],
+            S=S,
+            prices=prices,
+            col4row=col4row,
+            transposed_layout=prep["plan"].N <= _BLOCK_MAX_N,
         )
-    return rows, cols, status
+    return rows, cols, status, run
+
+
+def _no_run() -> dict:
+    return {"stats": {"path": "none"}}

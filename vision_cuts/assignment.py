@@ -89,8 +89,12 @@ def _same_kind(on_gpu: bool, *arrays: np.ndarray) -> tuple:
 
 
 def linear_sum_assignment(
-    cost: Any, maximize: bool = False, *, backend: str = "auto"
-) -> tuple[Any, Any]:
+    cost: Any,
+    maximize: bool = False,
+    *,
+    backend: str = "auto",
+    return_stats: bool = False,
+) -> tuple:
     """Solve the linear assignment problem, with the contract of SciPy's function.
 
     Parameters
@@ -105,6 +109,8 @@ def linear_sum_assignment(
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy costs (results stay on the device), else the
         CPU (``VISION_CUTS_BACKEND`` overrides it).
+    return_stats : bool, optional
+        Also return the solver's work counters (see Returns).
 
     Returns
     -------
@@ -112,6 +118,9 @@ def linear_sum_assignment(
         The optimal pairs ``(row_ind[k], col_ind[k])``, ``row_ind`` sorted; the total
         is ``cost[row_ind, col_ind].sum()``. Same array kind (NumPy / CuPy) as
         ``cost``.
+    stats : dict
+        Only with ``return_stats``: the work counters, as for
+        :func:`linear_sum_assignment_batched`.
 
     Raises
     ------
@@ -166,21 +175,27 @@ def linear_sum_assignment(
     maximize = bool(maximize)
     on_gpu = is_cupy_array(cost)
     if _pick_backend(backend, cost) == "gpu":
-        row_ind, col_ind, status = _solve_gpu(cost[None], maximize, "cost")
+        row_ind, col_ind, status, stats = _solve_gpu(cost[None], maximize, "cost")
         if status[0] == 1:
             raise ValueError("cost matrix is infeasible")
-        return _as_kind(on_gpu, row_ind[0], col_ind[0])
+        out = _as_kind(on_gpu, row_ind[0], col_ind[0])
+        return out + (stats,) if return_stats else out
     host = to_numpy(cost)
     _check_values(host, "cost", maximize)
     from ._assignment_cpu import linear_sum_assignment_cpu
 
     row_ind, col_ind = linear_sum_assignment_cpu(host, maximize)
-    return _same_kind(on_gpu, row_ind, col_ind)
+    out = _same_kind(on_gpu, row_ind, col_ind)
+    return out + (_CPU_STATS.copy(),) if return_stats else out
 
 
 def linear_sum_assignment_batched(
-    costs: Any, maximize: bool = False, *, backend: str = "auto"
-) -> tuple[Any, Any]:
+    costs: Any,
+    maximize: bool = False,
+    *,
+    backend: str = "auto",
+    return_stats: bool = False,
+) -> tuple:
     """Solve a stack of equally shaped linear assignment problems in one call.
 
     Parameters
@@ -195,6 +210,8 @@ def linear_sum_assignment_batched(
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy costs (results stay on the device), else the
         CPU (``VISION_CUTS_BACKEND`` overrides it).
+    return_stats : bool, optional
+        Also return the solver's work counters (see Returns).
 
     Returns
     -------
@@ -205,6 +222,15 @@ def linear_sum_assignment_batched(
         ``costs[b][row_ind[b], col_ind[b]].sum()``. Every problem of a stack pairs the
         same number ``k`` of rows, hence 2-D arrays rather than lists. Same array kind
         (NumPy / CuPy) as ``costs``.
+    stats : dict
+        Only with ``return_stats``: ``backend`` ("cpu" or "gpu") and ``path``, the
+        solver that ran ("cpu"; on the GPU "small" for the one-warp/one-block
+        kernels, "rows" for the large-problem path, "none" when nothing was solved).
+        The large-problem path counts its work so that callers and tests can bound
+        it: ``phases``, ``bids``, ``global_updates``, ``sweeps`` (Bellman-Ford
+        sweeps of the global updates), ``list_builds``, ``list_fallbacks``,
+        ``settles`` and ``settle_frees`` (the price floor of rectangular problems),
+        ``ms`` and ``per_phase`` (the same counters and the time of every phase).
 
     Raises
     ------
@@ -273,9 +299,10 @@ def linear_sum_assignment_batched(
     maximize = bool(maximize)
     on_gpu = is_cupy_array(costs)
     if _pick_backend(backend, costs) == "gpu":
-        row_ind, col_ind, status = _solve_gpu(costs, maximize, "costs")
+        row_ind, col_ind, status, stats = _solve_gpu(costs, maximize, "costs")
         _raise_infeasible(status, costs.shape)
-        return _as_kind(on_gpu, row_ind, col_ind)
+        out = _as_kind(on_gpu, row_ind, col_ind)
+        return out + (stats,) if return_stats else out
     host = to_numpy(costs)
     from ._assignment_cpu import INVALID, linear_sum_assignment_batched_cpu
 
@@ -286,7 +313,8 @@ def linear_sum_assignment_batched(
         _check_values(host, "costs", maximize)
         raise AssertionError("the solver flagged a problem that _check_values accepts")
     _raise_infeasible(status, host.shape)
-    return _same_kind(on_gpu, row_ind, col_ind)
+    out = _same_kind(on_gpu, row_ind, col_ind)
+    return out + (_CPU_STATS.copy(),) if return_stats else out
 
 
 def _raise_infeasible(status: np.ndarray, shape: tuple) -> None:
@@ -303,16 +331,20 @@ def _raise_infeasible(status: np.ndarray, shape: tuple) -> None:
     )
 
 
+_CPU_STATS = {"backend": "cpu", "path": "cpu"}
+
+
 def _solve_gpu(costs: Any, maximize: bool, name: str) -> tuple:
-    """The GPU solver on a (B, n, m) stack; NaN / wrong-sign infinity -> ValueError."""
+    """The GPU solver on a (B, n, m) stack: (row_ind, col_ind, status, stats); NaN /
+    wrong-sign infinity -> ValueError."""
     from ._assignment_gpu import INVALID, linear_sum_assignment_batched_gpu
 
-    row_ind, col_ind, status = linear_sum_assignment_batched_gpu(costs, maximize)
+    row_ind, col_ind, status, run = linear_sum_assignment_batched_gpu(costs, maximize)
     if (status == INVALID).any():
         host = to_numpy(costs)
         _check_values(host[0] if name == "cost" else host, name, maximize)  # raises
         raise AssertionError("the GPU solver flagged costs that _check_values accepts")
-    return row_ind, col_ind, status
+    return row_ind, col_ind, status, {"backend": "gpu", **run["stats"]}
 
 
 def _as_kind(on_gpu: bool, row_ind: Any, col_ind: Any) -> tuple:

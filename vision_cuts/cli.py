@@ -14,7 +14,7 @@ SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat")
 
 # Sub-commands that live in their own modules (``vision_cuts.<name>``); each module
 # has ``add_parser(subparsers)``, which registers the command and sets ``func``.
-_COMMAND_MODULES: tuple[str, ...] = ("cli_gui", "cli_maxflow", "cli_flow")
+_COMMAND_MODULES: tuple[str, ...] = ("cli_gui", "cli_maxflow", "cli_optical_flow")
 
 
 def _load_image(spec: str) -> np.ndarray:

@@ -251,23 +251,10 @@ def _tiles(f0: _Features, f1: _Features, pred, radius, tile):
     return groups
 
 
-def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend, cache=None):
-    """One assignment pass: (rows, cols, costs) of the matched pairs.
-
-    ``cache`` (a dict) keeps the descriptor distances of an untiled problem for the
-    next pass.
-    """
+def _cost_stack(f0, f1, groups, pred, radius, weight, max_cost, cache=None):
+    """The (B, n, m + n) cost stack of the groups (rows, cols): pair costs, ``inf``
+    beyond ``radius``, and a dummy column per row (cost ``max_cost``: unmatched)."""
     n, m = len(f0.points), len(f1.points)
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-    if n == 0 or m == 0:
-        return empty
-    if tile is None and n * m <= _AUTO_TILE_PAIRS:
-        groups = [(np.arange(n), np.arange(m))]
-    else:
-        groups = _tiles(f0, f1, pred, radius, tile or 128)
-    groups = [(r, c) for r, c in groups if len(c)]
-    if not groups:
-        return empty
     n_max = max(len(r) for r, _ in groups)
     m_max = max(len(c) for _, c in groups)
     # every row i may stay unmatched through its own dummy column m_max + i
@@ -285,6 +272,27 @@ def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend, cache=None):
             f0, rows, f1, cols, pred, radius, weight, desc
         )
         stack[b, diag, m_max + diag] = np.where(diag < len(rows), max_cost, 0.0)
+    return stack
+
+
+def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend, cache=None):
+    """One assignment pass: (rows, cols, costs) of the matched pairs.
+
+    ``cache`` (a dict) keeps the descriptor distances of an untiled problem for the
+    next pass.
+    """
+    n, m = len(f0.points), len(f1.points)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    if n == 0 or m == 0:
+        return empty
+    if tile is None and n * m <= _AUTO_TILE_PAIRS:
+        groups = [(np.arange(n), np.arange(m))]
+    else:
+        groups = _tiles(f0, f1, pred, radius, tile or 128)
+    groups = [(r, c) for r, c in groups if len(c)]
+    if not groups:
+        return empty
+    stack = _cost_stack(f0, f1, groups, pred, radius, weight, max_cost, cache)
     if len(groups) == 1:
         r, c = linear_sum_assignment(stack[0], backend=backend)
         row_ind, col_ind = to_numpy(r)[None], to_numpy(c)[None]

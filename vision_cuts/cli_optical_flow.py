@@ -75,7 +75,7 @@ def add_parser(subparsers) -> None:
 
 
 def _solve(args, frame0, frame1, dense: bool):
-    from .flow import optical_flow
+    from .optical_flow import optical_flow
 
     try:
         return optical_flow(

@@ -1,6 +1,8 @@
-"""Tests of vision_cuts.flow, the flow pictures (visualize) and the .flo format."""
+"""Tests of vision_cuts.optical_flow, the flow pictures (visualize), the .flo format."""
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import pytest
@@ -13,8 +15,10 @@ from vision_cuts import (
     flow_to_color,
     optical_flow,
 )
-from vision_cuts import flow as flow_mod
 from vision_cuts.io import read_flo, write_flo
+
+# the module (its name is also the function's, which the package exports)
+flow_mod = importlib.import_module("vision_cuts.optical_flow")
 
 cv2 = pytest.importorskip("cv2")
 
