@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from vision_cuts import optical_flow
-from vision_cuts._backend import machine_description
+from vision_cuts._backend import machine_description, to_numpy
 from vision_cuts.datasets import middlebury_flow as mf
 
 
@@ -57,10 +57,19 @@ def evaluate(name: str, args, backend: str) -> dict:
     g0 = cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY)
     g1 = cv2.cvtColor(f1, cv2.COLOR_RGB2GRAY)
     kw = {"backend": backend, "detector": args.detector}
+    a0, a1 = f0, f1
+    if backend == "gpu-cupy":  # CuPy frames in, CuPy results out
+        import cupy
+
+        a0, a1 = cupy.asarray(f0), cupy.asarray(f1)
+        kw["backend"] = "gpu"
+
+    def run(dense):
+        res = optical_flow(a0, a1, dense=dense, **kw)
+        return type(res)(*(None if v is None else to_numpy(v) for v in res))
+
     worst: list = []
-    sparse, t_sparse = _median_time(
-        lambda: optical_flow(f0, f1, dense=False, **kw), args.repeat, worst
-    )
+    sparse, t_sparse = _median_time(lambda: run(False), args.repeat, worst)
     pts = np.ascontiguousarray(sparse.points.reshape(-1, 1, 2), dtype=np.float32)
 
     def pyrlk():
@@ -74,9 +83,7 @@ def evaluate(name: str, args, backend: str) -> dict:
     epe_ours, n_ours = mf.sparse_epe(sparse.points, sparse.vectors, gt)
     epe_lk, n_lk = mf.sparse_epe(sparse.points, lk_vec, gt)
 
-    res, t_dense = _median_time(
-        lambda: optical_flow(f0, f1, dense=True, **kw), args.repeat, worst
-    )
+    res, t_dense = _median_time(lambda: run(True), args.repeat, worst)
     fb, t_fb = _median_time(
         lambda: cv2.calcOpticalFlowFarneback(g0, g1, None, 0.5, 3, 15, 3, 5, 1.2, 0),
         args.repeat,
@@ -113,7 +120,11 @@ def main() -> None:
     ap.add_argument("--sequences", nargs="+", default=mf.flow_names())
     ap.add_argument("--detector", default="orb", choices=("orb", "sift"))
     ap.add_argument(
-        "--backend", nargs="+", default=["cpu"], choices=("auto", "cpu", "gpu")
+        "--backend",
+        nargs="+",
+        default=["cpu"],
+        choices=("auto", "cpu", "gpu", "gpu-cupy"),
+        help="gpu-cupy: the GPU backend with CuPy frames in",
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=None, help="write the results here")

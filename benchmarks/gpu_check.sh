@@ -108,7 +108,7 @@ if want stress; then
     fi
 fi
 if want flow && have_data flow; then
-    python3 -P benchmarks/eval_flow.py --backend cpu gpu \
+    python3 -P benchmarks/eval_flow.py --backend cpu gpu gpu-cupy auto \
         --json "$OUT/eval_flow.json" 2>&1 | tee "$OUT/eval_flow.log" || rc=1
 fi
 if want refine; then

@@ -238,7 +238,7 @@ def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
       smooth motion field plus 0.5 px noise, descriptors with 10% of their bits
       flipped; the rest new), cost = descriptor distance + 0.2 x displacement / 40,
       ``inf`` beyond 40 px, one dummy column per row at 0.35 (unmatched): shape
-      (1, n, m + n).
+      (1, n', m' + n') over the n' rows and m' columns with a pair within 40 px.
     * ``geometric``: Euclidean distances between two jittered copies of a point set
       (float), ``ties``: integers 0-3, ``lowint``: integers 0-999, ``forbidden``:
       integers 0-49 with 60% of the pairs ``inf`` (a feasible assignment kept).
@@ -254,14 +254,13 @@ def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
             [6 * np.sin(p0[:k, 1] / 90), 4 * np.cos(p0[:k, 0] / 120)], axis=1
         )
         p1[:k] = p0[:k] + motion + rng.normal(0, 0.5, (k, 2))
-        b0 = rng.integers(0, 2, (n, 256)).astype(np.float32)
-        b1 = rng.integers(0, 2, (m, 256)).astype(np.float32)
+        b0 = rng.integers(0, 2, (n, 256)).astype(np.uint8)
+        b1 = rng.integers(0, 2, (m, 256)).astype(np.uint8)
         b1[:k] = np.where(rng.random((k, 256)) < 0.1, 1 - b0[:k], b0[:k])
-        f0 = _Features(p0.astype(np.float32), b0, True)
-        f1 = _Features(p1.astype(np.float32), b1, True)
-        groups = [(np.arange(n), rng.permutation(m))]
+        f0 = _Features(p0.astype(np.float32), np.packbits(b0, axis=1), True)
+        f1 = _Features(p1.astype(np.float32), np.packbits(b1, axis=1), True)
         pred = np.zeros((n, 2), np.float32)
-        return _cost_stack(f0, f1, groups, pred, 40.0, 0.2, 0.35)
+        return _cost_stack(f0, f1, pred, 40.0, 0.2, 0.35).costs
     if kind == "geometric":
         a = rng.random((nb, max(n, m), 2)) * 1000
         b = a + rng.normal(0, 2.0, a.shape)

@@ -97,18 +97,18 @@ def test_flow_stacks_of_the_front_end(rng):
     # the stacks optical_flow builds over image tiles (several problems, dummy
     # columns, mostly forbidden pairs), solved as the front end solves them
     pytest.importorskip("cupy")
-    from vision_cuts.optical_flow import _Features, _cost_stack, _tiles
+    from vision_cuts.optical_flow import _cost_stack, _Features
 
     n = m = 3000
     p0 = rng.random((n, 2)).astype(np.float32) * [640, 480]
     p1 = (p0 + rng.normal(0, 3, (n, 2))).astype(np.float32)
-    b0 = rng.integers(0, 2, (n, 256)).astype(np.float32)
-    b1 = np.where(rng.random((m, 256)) < 0.1, 1 - b0, b0).astype(np.float32)
-    f0, f1 = _Features(p0, b0, True), _Features(p1, b1, True)
+    b0 = rng.integers(0, 2, (n, 256)).astype(np.uint8)
+    b1 = np.where(rng.random((m, 256)) < 0.1, 1 - b0, b0).astype(np.uint8)
+    f0 = _Features(p0, np.packbits(b0, axis=1), True)
+    f1 = _Features(p1, np.packbits(b1, axis=1), True)
     pred = np.zeros((n, 2), np.float32)
     for radius in (40.0, 6.0):
-        groups = [(r, c) for r, c in _tiles(f0, f1, pred, radius, 128) if len(c)]
-        stack = _cost_stack(f0, f1, groups, pred, radius, 0.2, 0.35)
+        stack = _cost_stack(f0, f1, pred, radius, 0.2, 0.35, tile=128).costs
         r0, c0 = linear_sum_assignment_batched(stack, backend="cpu")
         r, c, stats = linear_sum_assignment_batched(
             stack, backend="gpu", return_stats=True

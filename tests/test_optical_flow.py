@@ -94,7 +94,8 @@ def _augmented(f0, f1, radius, weight, max_cost):
     """Independent build of the n x (m + n) matrix with one dummy column per row."""
     p0, p1 = f0.points.astype(np.float64), f1.points.astype(np.float64)
     n, m = len(p0), len(p1)
-    a, b = f0.bits.astype(np.float64), f1.bits.astype(np.float64)
+    a = np.unpackbits(f0.desc, axis=1).astype(np.float64)
+    b = np.unpackbits(f1.desc, axis=1).astype(np.float64)
     hamming = (a[:, None, :] != b[None, :, :]).mean(-1)
     dist = np.sqrt(((p0[:, None, :] - p1[None, :, :]) ** 2).sum(-1))
     cost = np.full((n, m + n), np.inf)

@@ -58,8 +58,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._backend import BACKENDS, is_cupy_array, to_numpy
-from .assignment import linear_sum_assignment, linear_sum_assignment_batched
+from ._backend import BACKENDS, is_cupy_array, resolve_backend, to_numpy
+from .assignment import linear_sum_assignment_batched
 
 __all__ = ["DETECTORS", "FlowResult", "optical_flow"]
 
@@ -76,7 +76,6 @@ _LK_MAX_SHIFT = 3.0  # px a refined match may move away from its seed
 _FB_MAX_ERROR = 0.5  # px, forward-backward check
 _MAX_DEVIATION = 1.0  # px a refined vector may differ from its neighbours' median
 _AUTO_TILE_PAIRS = 2**22  # n * m above which the assignment is tiled
-_CACHE_PAIRS = 2**24  # n * m up to which all descriptor distances are kept
 _OVERDETECT = 4  # keypoints detected per wanted feature, before spreading
 _PER_CELL = 4  # wanted features per spreading cell
 
@@ -152,7 +151,7 @@ def _grey(img: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- features
 class _Features(NamedTuple):
     points: np.ndarray  # (n, 2) float32 (x, y)
-    bits: np.ndarray  # (n, d) float32: unpacked bits or unit-normalised descriptor
+    desc: np.ndarray  # (n, d) uint8 packed bits (binary) or float32 unit vectors
     binary: bool
 
 
@@ -169,7 +168,7 @@ def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
     if desc is None or len(keypoints) == 0:
         return _Features(
             np.zeros((0, 2), np.float32),
-            np.zeros((0, 1), np.float32),
+            np.zeros((0, 1), np.uint8 if detector != "sift" else np.float32),
             detector != "sift",
         )
     pts = np.array([k.pt for k in keypoints], np.float32)
@@ -189,8 +188,7 @@ def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
         d = desc.astype(np.float32)
         d /= np.linalg.norm(d, axis=1, keepdims=True) + 1e-12
         return _Features(pts.astype(np.float32), d, False)
-    bits = np.unpackbits(desc, axis=1).astype(np.float32)
-    return _Features(pts.astype(np.float32), bits, True)
+    return _Features(pts.astype(np.float32), np.ascontiguousarray(desc), True)
 
 
 def _spread(pts, response, shape, count: int) -> np.ndarray:
@@ -214,107 +212,137 @@ def _spread(pts, response, shape, count: int) -> np.ndarray:
     return pick
 
 
+_POPCOUNT = np.array([bin(v).count("1") for v in range(256)], np.uint8)
+
+
 def _descriptor_distance(f0: _Features, rows, f1: _Features, cols) -> np.ndarray:
-    """Descriptor distance in [0, 1] of every (row, col) pair."""
-    a, b = f0.bits[rows], f1.bits[cols]
+    """Descriptor distance in [0, 1] of the pairs ``(rows[k], cols[k])``: the
+    fraction of differing bits (binary), half the Euclidean distance of the unit
+    vectors (SIFT)."""
+    a, b = f0.desc[rows], f1.desc[cols]
     if f0.binary:
-        diff = a.sum(1)[:, None] + b.sum(1)[None, :] - 2.0 * (a @ b.T)
-        return np.clip(diff / a.shape[1], 0.0, 1.0)
-    return 0.5 * np.sqrt(np.clip(2.0 - 2.0 * (a @ b.T), 0.0, 4.0))
+        x = a ^ b
+        if hasattr(np, "bitwise_count") and x.shape[1] % 8 == 0:  # NumPy >= 2
+            x = np.ascontiguousarray(x).view(np.uint64)
+            ones = np.bitwise_count(x).sum(axis=1, dtype=np.int32)
+        else:
+            ones = _POPCOUNT[x].sum(axis=1, dtype=np.int32)
+        return ones.astype(np.float32) / np.float32(8 * a.shape[1])
+    dot = np.einsum("kd,kd->k", a, b)
+    return 0.5 * np.sqrt(np.clip(2.0 - 2.0 * dot, 0.0, 4.0))
 
 
 # --------------------------------------------------------------------------- assignment
-def _pair_costs(f0, rows, f1, cols, pred, radius, weight, desc=None) -> np.ndarray:
-    target = f0.points[rows] + pred[rows]
-    dist = np.linalg.norm(f1.points[cols][None, :, :] - target[:, None, :], axis=2)
-    if desc is None:
-        desc = _descriptor_distance(f0, rows, f1, cols)
-    cost = desc + weight * dist / radius
-    cost[dist > radius] = np.inf
-    return cost
+def _candidates(f0, f1, pred, radius, weight):
+    """Every pair within ``radius`` of the predicted position: ``(rows, cols,
+    costs)``, cost = descriptor distance + weight * distance / radius."""
+    from scipy.spatial import cKDTree
+
+    target = f0.points + pred
+    near = cKDTree(target).sparse_distance_matrix(
+        cKDTree(f1.points), radius, output_type="ndarray"
+    )
+    rows = near["i"].astype(np.int64)
+    cols = near["j"].astype(np.int64)
+    cost = _descriptor_distance(f0, rows, f1, cols) + weight * near["v"] / radius
+    return rows, cols, cost
 
 
-def _tiles(f0: _Features, f1: _Features, pred, radius, tile):
-    """Rows of each tile of frame 0, and the columns any of them can reach."""
-    pts0 = f0.points
-    key = (pts0[:, 1] // tile).astype(np.int64) * 1_000_003 + (pts0[:, 0] // tile)
-    order = np.argsort(key, kind="stable")
-    bounds = np.flatnonzero(np.diff(key[order])) + 1
-    groups = []
-    for rows in np.split(order, bounds):
-        target = pts0[rows] + pred[rows]
-        lo = target.min(0) - radius
-        hi = target.max(0) + radius
-        p1 = f1.points
-        inside = np.all((p1 >= lo) & (p1 <= hi), axis=1)
-        groups.append((rows, np.flatnonzero(inside)))
-    return groups
+def _feature_groups(points, tile):
+    """Group of every feature of ``frame0``: one group, or the ``tile`` px square it
+    lies in (numbered 0, 1, ... in the order of the squares)."""
+    if tile is None:
+        return np.zeros(len(points), np.int64)
+    key = (points[:, 1] // tile).astype(np.int64) * 1_000_003 + (points[:, 0] // tile)
+    return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
-def _cost_stack(f0, f1, groups, pred, radius, weight, max_cost, cache=None):
-    """The (B, n, m + n) cost stack of the groups (rows, cols): pair costs, ``inf``
-    beyond ``radius``, and a dummy column per row (cost ``max_cost``: unmatched)."""
-    n, m = len(f0.points), len(f1.points)
-    n_max = max(len(r) for r, _ in groups)
-    m_max = max(len(c) for _, c in groups)
+class _Stack(NamedTuple):
+    """A batched assignment problem of candidate pairs."""
+
+    costs: Any  # (G, n_max, m_max + n_max): pairs, inf elsewhere, a dummy per row
+    row_ids: np.ndarray  # (G, n_max) feature of frame 0 of every row slot (-1: none)
+    col_ids: np.ndarray  # (G, m_max) feature of frame 1 of every column slot
+    nrows: np.ndarray  # rows of each group
+    ncols: np.ndarray
+
+
+def _build_stack(rows, cols, cost, gid, m, max_cost, xp) -> _Stack:
+    """Scatter the candidate pairs into a padded stack on the array module ``xp``,
+    one problem per group (``gid``: group of every feature of frame 0; rows in
+    feature order, columns likewise). Only the pairs travel, not the stack."""
+    G = int(gid.max()) + 1
+    feats = np.flatnonzero(np.bincount(rows, minlength=len(gid)))
+    fg = gid[feats]
+    order = np.argsort(fg, kind="stable")
+    nrows = np.bincount(fg, minlength=G)
+    first = np.cumsum(nrows) - nrows
+    row_slot = np.empty(len(gid), np.int64)
+    row_slot[feats[order]] = np.arange(len(feats)) - first[fg[order]]
+    g = gid[rows]
+    taken = np.zeros((G, m), bool)
+    taken[g, cols] = True
+    col_slot = np.cumsum(taken, axis=1) - 1
+    ncols = taken.sum(axis=1)
+    n_max, m_max = int(nrows.max()), int(ncols.max())
+    row_ids = np.full((G, n_max), -1, np.int64)
+    row_ids[fg[order], row_slot[feats[order]]] = feats[order]
+    col_ids = np.full((G, m_max), -1, np.int64)
+    tg, tj = np.nonzero(taken)
+    col_ids[tg, col_slot[tg, tj]] = tj
+    stack = xp.full((G, n_max, m_max + n_max), xp.inf, dtype=xp.float64)
+    stack[xp.asarray(g), xp.asarray(row_slot[rows]), xp.asarray(col_slot[g, cols])] = (
+        xp.asarray(cost, dtype=xp.float64)
+    )
     # every row i may stay unmatched through its own dummy column m_max + i
-    stack = np.full((len(groups), n_max, m_max + n_max), np.inf)
-    diag = np.arange(n_max)
-    for b, (rows, cols) in enumerate(groups):
-        desc = None
-        if cache is not None and n * m <= _CACHE_PAIRS:
-            if "desc" not in cache:
-                cache["desc"] = _descriptor_distance(
-                    f0, np.arange(n), f1, np.arange(m)
-                ).astype(np.float32)
-            desc = cache["desc"][np.ix_(rows, cols)]
-        stack[b, : len(rows), : len(cols)] = _pair_costs(
-            f0, rows, f1, cols, pred, radius, weight, desc
-        )
-        stack[b, diag, m_max + diag] = np.where(diag < len(rows), max_cost, 0.0)
-    return stack
+    diag = xp.arange(n_max)
+    stack[:, diag, m_max + diag] = xp.where(
+        diag[None, :] < xp.asarray(nrows)[:, None], max_cost, 0.0
+    )
+    return _Stack(stack, row_ids, col_ids, nrows, ncols)
 
 
-def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend, cache=None):
-    """One assignment pass: (rows, cols, costs) of the matched pairs.
+def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None, xp=np):
+    """The batched problem of one assignment pass (see :func:`_build_stack`), or
+    None when no pair lies within ``radius``."""
+    rows, cols, cost = _candidates(f0, f1, pred, radius, weight)
+    if len(rows) == 0:
+        return None
+    gid = _feature_groups(f0.points, tile)
+    return _build_stack(rows, cols, cost, gid, len(f1.points), max_cost, xp)
 
-    ``cache`` (a dict) keeps the descriptor distances of an untiled problem for the
-    next pass.
-    """
+
+def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend):
+    """One assignment pass: (rows, cols, costs) of the matched pairs; ``backend``
+    "cpu" or "gpu" (resolved)."""
     n, m = len(f0.points), len(f1.points)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
     if n == 0 or m == 0:
         return empty
-    if tile is None and n * m <= _AUTO_TILE_PAIRS:
-        groups = [(np.arange(n), np.arange(m))]
-    else:
-        groups = _tiles(f0, f1, pred, radius, tile or 128)
-    groups = [(r, c) for r, c in groups if len(c)]
-    if not groups:
+    if tile is None and n * m > _AUTO_TILE_PAIRS:
+        tile = 128
+    xp = np
+    if backend == "gpu":
+        import cupy as xp  # the stack is built where it is solved
+    st = _cost_stack(f0, f1, pred, radius, weight, max_cost, tile, xp)
+    if st is None:
         return empty
-    stack = _cost_stack(f0, f1, groups, pred, radius, weight, max_cost, cache)
-    if len(groups) == 1:
-        r, c = linear_sum_assignment(stack[0], backend=backend)
-        row_ind, col_ind = to_numpy(r)[None], to_numpy(c)[None]
-    else:
-        r, c = linear_sum_assignment_batched(stack, backend=backend)
-        row_ind, col_ind = to_numpy(r), to_numpy(c)
-    out_r, out_c, out_cost = [], [], []
-    for b, (rows, cols) in enumerate(groups):
-        rb, cb = row_ind[b], col_ind[b]
-        ok = (rb < len(rows)) & (cb < len(cols))
-        out_r.append(rows[rb[ok]])
-        out_c.append(cols[cb[ok]])
-        out_cost.append(stack[b, rb[ok], cb[ok]])
-    rows, cols, costs = (np.concatenate(v) for v in (out_r, out_c, out_cost))
-    if len(groups) > 1 and len(rows):
+    r, c = linear_sum_assignment_batched(st.costs, backend=backend)
+    g = xp.arange(len(st.nrows))[:, None]
+    picked = st.costs[g, r, c]
+    r, c, picked = to_numpy(r), to_numpy(c), to_numpy(picked)
+    ok = (r < st.nrows[:, None]) & (c < st.ncols[:, None])
+    gi = np.broadcast_to(np.arange(len(st.nrows))[:, None], r.shape)[ok]
+    rows, cols, costs = st.row_ids[gi, r[ok]], st.col_ids[gi, c[ok]], picked[ok]
+    if len(st.nrows) > 1 and len(rows):
         # a frame-1 feature reachable from two tiles may be taken twice: the
         # cheaper match keeps it, the other feature stays unmatched
         order = np.argsort(costs, kind="stable")
         _, first = np.unique(cols[order], return_index=True)
         keep = np.sort(order[first])
         rows, cols, costs = rows[keep], cols[keep], costs[keep]
-    return rows, cols, costs
+    order = np.argsort(rows, kind="stable")
+    return rows[order], cols[order], costs[order]
 
 
 def _predict(points: np.ndarray, rows, vectors) -> np.ndarray:
@@ -595,22 +623,14 @@ def optical_flow(
         if callback is not None:
             callback(step[0], total)
 
+    backend = resolve_backend(backend, frame0, frame1)
     grey0, grey1 = _grey(img0), _grey(img1)
     f0 = _detect(grey0, detector, max_features, snap=True)
     f1 = _detect(grey1, detector, max_features, snap=False)
     progress()
     zero = np.zeros_like(f0.points)
-    cache: dict = {}
     rows, cols, costs = _assign(
-        f0,
-        f1,
-        zero,
-        search_radius,
-        displacement_weight,
-        max_cost,
-        tile_size,
-        backend,
-        cache,
+        f0, f1, zero, search_radius, displacement_weight, max_cost, tile_size, backend
     )
     progress()
     for _ in range(local_passes):
@@ -627,7 +647,6 @@ def optical_flow(
             max_cost,
             tile_size,
             backend,
-            cache,
         )
         progress()
     points = f0.points[rows]
