@@ -35,7 +35,7 @@ from vision_cuts.datasets.synthetic import ASSIGNMENT_FAMILIES, assignment_costs
 
 def timed(fn, repeat: int, sync=None):
     out = fn()
-    times = []
+    times = [float("nan")] if repeat == 0 else []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
@@ -58,7 +58,22 @@ def main() -> None:
     ap.add_argument("--scipy-max-n", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
+    ap.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting of vision_cuts._assignment_gpu (tuning runs)",
+    )
+    ap.add_argument("--no-cpu", action="store_true", help="GPU columns only")
     args = ap.parse_args()
+    if args.set:
+        from vision_cuts import _assignment_gpu as g
+
+        for item in args.set:
+            name, value = item.split("=")
+            setattr(g, name, type(getattr(g, name))(int(value)))
+        print("settings:", args.set)
     try:
         import lap
     except ImportError:
@@ -78,17 +93,17 @@ def main() -> None:
             row = {"family": fam, "shape": list(cost.shape)}
             (r, c), *t_cpu = timed(
                 lambda cost=cost: linear_sum_assignment(cost, backend="cpu"),
-                args.repeat,
+                0 if args.no_cpu else args.repeat,
             )
             want = total(cost, r, c)
             row["cpu"] = t_cpu
-            if n <= args.scipy_max_n:
+            if n <= args.scipy_max_n and not args.no_cpu:
                 (r, c), *t = timed(lambda cost=cost: scipy_lsa(cost), args.repeat)
                 assert abs(total(cost, r, c) - want) <= 1e-9 * max(1.0, abs(want))
                 row["scipy"] = t
             square = cost.shape[0] == cost.shape[1]
             if lap is not None and square and np.isfinite(cost).all():
-                if n <= args.scipy_max_n:
+                if n <= args.scipy_max_n and not args.no_cpu:
                     _, *t = timed(lambda cost=cost: lap.lapjv(cost), args.repeat)
                     row["lap"] = t
             if "gpu" in args.backend:

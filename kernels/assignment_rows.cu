@@ -83,6 +83,9 @@
 #ifndef ASSIGN_BID_BATCH
 #define ASSIGN_BID_BATCH 8
 #endif
+#ifndef ASSIGN_TIE_SPREAD
+#define ASSIGN_TIE_SPREAD 1
+#endif
 #if ASSIGN_BLOCK % 32 != 0
 #error "ASSIGN_BLOCK must be a multiple of 32"
 #endif
@@ -179,8 +182,12 @@ __device__ long long r_row_min(const COST_T* __restrict__ row, const au64* w, in
 }
 
 __device__ __forceinline__ void r_take(long long d, int k, long long c, long long& d1,
-                                       int& j1, long long& c1, long long& d2) {
-    if (d < d1) {
+                                       int& j1, long long& c1, long long& d2,
+                                       unsigned tie) {
+    // ties between equal reduced costs go to the lower key k ^ tie: rows with
+    // different ties spread over equally cheap columns instead of all bidding for the
+    // lowest one (tie = 0: the lowest column)
+    if (d < d1 || (d == d1 && d < A_BIG && ((unsigned)k ^ tie) < ((unsigned)j1 ^ tie))) {
         d2 = d1;
         d1 = d;
         j1 = k;
@@ -190,16 +197,16 @@ __device__ __forceinline__ void r_take(long long d, int k, long long c, long lon
     }
 }
 
-// merge (d1, j1, c1, d2) across the warp (ties: the lower column)
+// merge (d1, j1, c1, d2) across the warp (ties: the lower key j1 ^ tie)
 __device__ __forceinline__ void r_warp_best(long long& d1, int& j1, long long& c1,
-                                            long long& d2) {
+                                            long long& d2, unsigned tie) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         const long long od1 = __shfl_xor_sync(A_FULL, d1, off);
         const long long od2 = __shfl_xor_sync(A_FULL, d2, off);
         const long long oc1 = __shfl_xor_sync(A_FULL, c1, off);
         const int oj1 = __shfl_xor_sync(A_FULL, j1, off);
-        if (od1 < d1 || (od1 == d1 && (unsigned)oj1 < (unsigned)j1)) {
+        if (od1 < d1 || (od1 == d1 && ((unsigned)oj1 ^ tie) < ((unsigned)j1 ^ tie))) {
             d2 = min(d1, od2);
             d1 = od1;
             j1 = oj1;
@@ -210,10 +217,20 @@ __device__ __forceinline__ void r_warp_best(long long& d1, int& j1, long long& c
     }
 }
 
+// the tie key of row r (see r_take)
+__device__ __forceinline__ unsigned r_tie(int r) {
+#if ASSIGN_TIE_SPREAD
+    unsigned h = (unsigned)r * 0x9E3779B1u;
+    return h ^ (h >> 15);
+#else
+    return 0u;
+#endif
+}
+
 // best and second best of a whole row
 __device__ void r_row_best(const COST_T* __restrict__ row, const au64* w, int N,
                            int bits, int lane, long long& d1, int& j1, long long& c1,
-                           long long& d2) {
+                           long long& d2, unsigned tie = 0u) {
     d1 = A_BIG, d2 = A_BIG, c1 = 0;
     j1 = -1;
     int k = lane;
@@ -227,19 +244,19 @@ __device__ void r_row_best(const COST_T* __restrict__ row, const au64* w, int N,
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            r_take(r_dc(c[u], ww[u], bits), k + 32 * u, c[u], d1, j1, c1, d2);
+            r_take(r_dc(c[u], ww[u], bits), k + 32 * u, c[u], d1, j1, c1, d2, tie);
     }
     for (; k < N; k += 32) {
         const long long c = __ldg(row + k);
-        r_take(r_dc(c, __ldcg(w + k), bits), k, c, d1, j1, c1, d2);
+        r_take(r_dc(c, __ldcg(w + k), bits), k, c, d1, j1, c1, d2, tie);
     }
-    r_warp_best(d1, j1, c1, d2);
+    r_warp_best(d1, j1, c1, d2, tie);
 }
 
 // best and second best of a list (column order, costs beside)
 __device__ void r_list_best(const int* lst, const COST_T* lstc, int nc, const au64* w,
                             int bits, int lane, long long& d1, int& j1, long long& c1,
-                            long long& d2) {
+                            long long& d2, unsigned tie = 0u) {
     d1 = A_BIG, d2 = A_BIG, c1 = 0;
     j1 = -1;
     int t = lane;
@@ -256,14 +273,14 @@ __device__ void r_list_best(const int* lst, const COST_T* lstc, int nc, const au
         for (int u = 0; u < 4; ++u) ww[u] = __ldcg(w + k[u]);
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            r_take(c[u] + a_price(ww[u], bits), k[u], c[u], d1, j1, c1, d2);
+            r_take(c[u] + a_price(ww[u], bits), k[u], c[u], d1, j1, c1, d2, tie);
     }
     for (; t < nc; t += 32) {
         const int k = lst[t];
         const long long c = lstc[t];
-        r_take(c + a_price(__ldcg(w + k), bits), k, c, d1, j1, c1, d2);
+        r_take(c + a_price(__ldcg(w + k), bits), k, c, d1, j1, c1, d2, tie);
     }
-    r_warp_best(d1, j1, c1, d2);
+    r_warp_best(d1, j1, c1, d2, tie);
 }
 
 // Rebuilds the list of a row from the whole row (see the top of the file); returns its
@@ -627,9 +644,9 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                     long long d1, c1, d2;
                     int j1;
                     if (nc < 0) {
-                        r_row_best(row, w, N, bits, lane, d1, j1, c1, d2);
+                        r_row_best(row, w, N, bits, lane, d1, j1, c1, d2, r_tie(r));
                     } else {
-                        r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
+                        r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2, r_tie(r));
                         if (d1 > L) {  // the list cannot answer: rebuild it
                             nc = r_build(row, w, N, bits, lane, hist, lst, lc, L);
                             if (lane == 0) {
@@ -638,9 +655,9 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                                 atomicAdd(state + 4, 1ull);
                                 atomicAdd(state + 5, 1ull);
                             }
-                            r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2);
+                            r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2, r_tie(r));
                             if (d1 > L) {  // prices rose meanwhile: the whole row
-                                r_row_best(row, w, N, bits, lane, d1, j1, c1, d2);
+                                r_row_best(row, w, N, bits, lane, d1, j1, c1, d2, r_tie(r));
                                 L = A_BIG;
                             }
                         }

@@ -113,6 +113,7 @@ ROW_ALPHA = 64  # epsilon divisor of the large-problem path (measured: fewer pha
 _ROW_MAX_PHASES = 56  # R_MAX_PHASES
 _ROW_QUIET = 16  # ASSIGN_QUIET: idle warps poll the counters every this many passes
 _ROW_BID_BATCH = 8  # ASSIGN_BID_BATCH: bids added to the shared count in batches
+_ROW_TIE_SPREAD = 1  # ASSIGN_TIE_SPREAD: rows break ties by a key of their own
 
 
 def schedule(smax: int, alpha: int = ALPHA) -> list[int]:
@@ -142,23 +143,6 @@ class Plan:
     smax: int  # largest scaled cost
     bits: int  # owner bits of a column word
     cost_t: str  # "int" or "long long"
-    tie: int = 1  # exact integer costs: scaled by (N + 1) * tie plus a tie-breaker
-
-
-def tie_factor(N: int, span: int) -> int:
-    """The tie-breaking factor of exact integer costs on the large-problem path.
-
-    With fewer distinct values than columns (``span < N``) most rows have many equally
-    cheap columns, and the auction's bids raise prices by ``eps`` at a time (a price
-    war). There the costs are scaled by ``(N + 1) * K`` (``K`` the power of two at
-    or above ``N``) and a pseudo-random ``delta`` in ``[0, K)`` is added to every
-    pair: an assignment 1-optimal for the perturbed costs is optimal for the original
-    ones (its total is within ``n * K < (N + 1) * K`` of the perturbed optimum, less
-    than one unit of the original costs), and the ties are gone.
-    """
-    if N <= _BLOCK_MAX_N or span >= N:
-        return 1
-    return 1 << (N - 1).bit_length()
 
 
 def make_plan(
@@ -174,8 +158,7 @@ def make_plan(
     if integral:
         span = int(hi) - int(lo)
         base = n * span + 1 if forbidden else span
-        tie = tie_factor(N, span)
-        smax = base * (N + 1) * tie + tie - 1
+        smax = base * (N + 1)
         if not _prices_fit(smax, bits):
             raise ValueError(
                 f"cost values span {span} (from {lo} to {hi}); the exact GPU solver "
@@ -194,7 +177,6 @@ def make_plan(
             smax,
             bits,
             "int" if smax < _INT32_MAX else "long long",
-            tie,
         )
     span = float(hi) - float(lo)
     levels = FLOAT_LEVELS
@@ -355,10 +337,7 @@ def scaled(xp: Any, prep: dict, transposed_layout: bool) -> Any:
     if fin is not None:
         q = xp.where(fin, q, 0 if plan.big is None else plan.big)
     dt = xp.int32 if plan.cost_t == "int" else xp.int64
-    q = q.astype(xp.int64) * ((N + 1) * plan.tie)
-    if plan.tie > 1:
-        q += _tie_breaker(xp, q.shape, plan.tie)
-    q = q.astype(dt)
+    q = (q.astype(xp.int64) * (N + 1)).astype(dt)
     if fin is not None and plan.big is None:  # absent arcs (large-problem path)
         q = xp.where(fin, q, absent_cost(plan))
     out = xp.zeros((B, N, N), dtype=dt)
@@ -367,19 +346,6 @@ def scaled(xp: Any, prep: dict, transposed_layout: bool) -> Any:
     else:
         out[:, :n, :] = q
     return out
-
-
-def _tie_breaker(xp: Any, shape: tuple, tie: int) -> Any:
-    """Pseudo-random integers in [0, tie) (a power of two) of every (b, i, j): a
-    multiplicative hash of the indices, the same on every run."""
-    B, n, m = shape
-    b = xp.arange(B, dtype=xp.uint64)[:, None, None] * np.uint64(0xC2B2AE3D27D4EB4F)
-    i = xp.arange(n, dtype=xp.uint64)[None, :, None] * np.uint64(0x9E3779B97F4A7C15)
-    j = xp.arange(m, dtype=xp.uint64)[None, None, :] * np.uint64(0x165667B19E3779F9)
-    h = (b ^ i) + j
-    h = (h ^ (h >> np.uint64(29))) * np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(32)
-    return (h & np.uint64(tie - 1)).astype(xp.int64)
 
 
 def absent_cost(plan: Plan) -> int:
@@ -564,6 +530,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
             "ASSIGN_CAND": _ROW_CAND,
             "ASSIGN_QUIET": _ROW_QUIET,
             "ASSIGN_BID_BATCH": _ROW_BID_BATCH,
+            "ASSIGN_TIE_SPREAD": _ROW_TIE_SPREAD,
         },
     )
     kernel = get_kernel(mod, "assign_rows_solve")
