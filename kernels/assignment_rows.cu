@@ -7,6 +7,17 @@
 // row-major (B, N, N): c[(b * N + i) * N + k]. Column words as in assignment.cu: one
 // 64-bit word per column, (price << bits) | owner, raised by atomicMax.
 //
+// Padding and forbidden pairs. Rows n..N-1 of every problem are the padding of a
+// rectangular problem (cost 0 everywhere): they never bid. Their part is kept by a
+// price floor (r_settle): once every real row holds a column, every column priced below
+// theta = (highest price of a column no real row holds) - eps rises to theta and the
+// real rows whose pairs stop being eps-optimal bid again; at the end the columns no
+// real row holds are within eps of the lowest price, which is the eps-optimality of
+// padding rows holding them. (Padding rows that bid fight price wars among themselves,
+// eps at a time: benchmarks/NOTES_gpu_assignment.md.) A forbidden pair costs R_ABSENT:
+// it is never bid for, listed or relaxed (the caller has checked feasibility). Among
+// equally cheap arcs a row takes the lowest key k ^ r_tie(r) (ASSIGN_TIE_SPREAD).
+//
 // Candidate lists. Each row r keeps a list of at most ASSIGN_CAND of its arcs, in
 // column order with their costs, and L[r], a lower bound of the reduced cost
 // d_r(k) = c[r, k] + p[k] of every arc left out (L[r] = A_BIG: none left out). Prices

@@ -19,9 +19,14 @@ scaled copy that the other kernels read):
      by at most ``k * R / Q`` (``k = min(n, m)`` pairs, each rounded by at most
      ``R / (2 Q)``): a relative ``1e-6`` of the cost range per pair with
      ``Q = 2**20`` (:func:`float_tolerance`).
-3. Forbidden pairs (``inf``) get the finite cost ``M = k * R + 1``: any assignment
-   that uses one costs more than every assignment that does not, so the optimum uses
-   one exactly when the problem is infeasible (reported as status INFEASIBLE).
+3. Forbidden pairs (``inf``) get, on the small-problem kernels, the finite cost
+   ``M = k * R + 1``: any assignment that uses one costs more than every assignment
+   that does not, so the optimum uses one exactly when the problem is infeasible
+   (reported as status INFEASIBLE). On the large-problem path they are absent arcs
+   (``absent_cost``), which add nothing to the range; a maximum bipartite matching of
+   the allowed pairs finds the infeasible problems first (``infeasible_problems``) and
+   the rest are solved without them. The padding rows of step 1 never bid there (a
+   price floor stands for them; see ``kernels/assignment_rows.cu``).
 4. Multiply by ``N + 1``. Epsilon scaling ends with ``eps = 1``, so the final
    assignment is ``eps``-optimal with ``eps < 1 / N`` in the units of step 2: the
    exact optimum (Goldberg-Kennedy; Bertsekas).

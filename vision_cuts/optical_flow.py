@@ -37,8 +37,10 @@ The pipeline, in order:
    matches carry large and fast motion, DIS the fine detail between matches), so the
    fusion beats both (BENCHMARKS.md).
 
-Only the assignment runs on the backend asked for; detection, refinement and
-interpolation run on the CPU through OpenCV.
+The cost stacks are built (from the candidate pairs, uploaded once) and solved on the
+backend asked for; detection, refinement and the dense stages run on the CPU through
+OpenCV. On the GPU the float costs are quantised (``linear_sum_assignment_batched``), so
+a match whose cost ties another's within ``range / 2**20`` may differ from the CPU's.
 
 References
 ----------
@@ -557,8 +559,9 @@ def optical_flow(
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
-        CPU (``VISION_CUTS_BACKEND`` overrides it). Only the assignment solves run
-        there (see :func:`vision_cuts.linear_sum_assignment`).
+        CPU (``VISION_CUTS_BACKEND`` overrides it). The assignment passes (cost
+        stacks and solves) run there (see
+        :func:`vision_cuts.linear_sum_assignment_batched`).
     dense : bool
         Also return per-pixel flow interpolated from the matches.
     detector : {"orb", "sift"}
@@ -611,7 +614,7 @@ def optical_flow(
 
     See Also
     --------
-    vision_cuts.linear_sum_assignment : the solver of each pass.
+    vision_cuts.linear_sum_assignment_batched : the solver of each pass.
     vision_cuts.flow_to_color, vision_cuts.draw_flow_arrows : pictures of the result.
 
     Notes
