@@ -36,7 +36,10 @@
 //     bound of the row minimum, so it frees every pair that may not be eps-optimal.
 //   * the global price update treats L[r] as an arc to a column of distance >= 0.
 // Lists are rebuilt at the start of every phase (rows with L[r] < A_BIG); rows with
-// N <= ASSIGN_CAND scan the whole row (ncand < 0).
+// N <= ASSIGN_CAND scan the whole row (ncand < 0), and so does, from then on, a row
+// whose fresh list leaves out an arc within eps of its best (L[r] <= d1 + eps): more
+// arcs tie near its best than a list holds, and the list would run dry at every bid
+// (integers 0-3 at N = 4000: 287k rebuilds for 300k bids before this rule).
 //
 // Arc fixing (Goldberg-Kennedy): at the end of a phase that was eps'-optimal, an arc
 // with d_r(k) - d_r(j) >= N * eps' (j the row's column) lies on no optimal
@@ -62,7 +65,8 @@
 //   [0] err (price overflow), [2] Bellman-Ford sweeps, [3] global updates,
 //   [4] list builds, [5] fallbacks, [6] phases, [16..18] nanoseconds spent in the
 //   keep steps, the bids and the global updates (block 0's view), [19] the clock at
-//   the start, [R_BIDS] bids,
+//   the start, [7] settles, [8] rows they freed, [9] rows switched to whole-row scans,
+//   [R_BIDS] bids,
 //   [R_COUNT + 16 * ph] columns taken in phase ph, and at the end of phase ph (block
 //   0's view, cumulative): [+1] bids, [+2] global updates, [+3] sweeps, [+4] list
 //   fallbacks, [+5] the clock (ns), [+6] the phase's eps. The counters that every bid
@@ -599,6 +603,13 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                     L - dj >= (long long)N * prev)
                     L = A_BIG;
                 const long long dmin = nc >= 0 ? min(d1, L) : d1;
+                if (nc >= 0 && L < A_BIG && L <= d1 + eps) {
+                    // more arcs within eps of the best than a list holds (ties): the
+                    // list would run dry at every bid; whole rows from now on
+                    nc = -1;
+                    L = A_BIG;
+                    if (lane == 0) atomicAdd(state + 9, 1ull);
+                }
                 if (lane == 0) {
                     if (dj > dmin + eps) {
                         __stcg(w + j, wj | mask);  // only this row owns column j
@@ -667,9 +678,18 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                                 atomicAdd(state + 5, 1ull);
                             }
                             r_list_best(lst, lc, nc, w, bits, lane, d1, j1, c1, d2, r_tie(r));
-                            if (d1 > L) {  // prices rose meanwhile: the whole row
+                            if (L <= d1 + eps) {
+                                // prices rose meanwhile, or more arcs lie within eps of
+                                // the best than the list holds (ties): the whole row,
+                                // now and from now on (it would run dry at every bid)
                                 r_row_best(row, w, N, bits, lane, d1, j1, c1, d2, r_tie(r));
                                 L = A_BIG;
+                                nc = -1;
+                                if (lane == 0) {
+                                    ncand[r] = -1;
+                                    lowb[r] = A_BIG;
+                                    atomicAdd(state + 9, 1ull);
+                                }
                             }
                         }
                         d2 = min(d2, L);

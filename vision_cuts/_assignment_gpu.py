@@ -589,6 +589,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
         "phases": st[6],
         "settles": st[7],
         "settle_frees": st[8],
+        "whole_rows": st[9],
         "ms": [round(v / 1e6, 3) for v in st[16:19]],  # keep, bids, updates
         "per_phase": _per_phase(st),
     }

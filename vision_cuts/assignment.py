@@ -230,6 +230,7 @@ def linear_sum_assignment_batched(
         it: ``phases``, ``bids``, ``global_updates``, ``sweeps`` (Bellman-Ford
         sweeps of the global updates), ``list_builds``, ``list_fallbacks``,
         ``settles`` and ``settle_frees`` (the price floor of rectangular problems),
+        ``whole_rows`` (rows whose ties outgrew their candidate list),
         ``ms`` and ``per_phase`` (the same counters and the time of every phase).
 
     Raises
