@@ -83,9 +83,9 @@ def main() -> None:
     ms = lambda t: f"{1e3 * t[0]:.1f} ({1e3 * t[1]:.1f})"  # noqa: E731
     print(
         "| family | shape | cpu ms | gpu ms | gpu dev ms | scipy ms | lap ms | "
-        "cpu / gpu | phases | bids | GU | list rebuilds |"
+        "cpu / gpu | phases | bids | GU | list rebuilds | whole rows |"
     )
-    print("|---" * 12 + "|")
+    print("|---" * 13 + "|")
     for fam in args.families:
         for n in args.sizes:
             rng = np.random.default_rng(args.seed)
@@ -146,6 +146,7 @@ def main() -> None:
                 str(st.get("bids", "-")),
                 str(st.get("global_updates", "-")),
                 str(st.get("list_fallbacks", "-")),
+                str(st.get("whole_rows", "-")),
             ]
             print("| " + " | ".join(cells) + " |", flush=True)
     if args.json:

@@ -55,25 +55,19 @@ def capture(data, sequences) -> list:
 
     mod = importlib.import_module("vision_cuts.optical_flow")
     stacks: list = []
-    batched, single = mod.linear_sum_assignment_batched, mod.linear_sum_assignment
+    batched = mod.linear_sum_assignment_batched
 
-    def keep_batched(s, **kw):
+    def keep(s, **kw):
         stacks.append(np.array(s))
         return batched(s, **kw)
 
-    def keep_single(s, **kw):
-        stacks.append(np.array(s)[None])
-        return single(s, **kw)
-
-    mod.linear_sum_assignment_batched = keep_batched
-    mod.linear_sum_assignment = keep_single
+    mod.linear_sum_assignment_batched = keep
     try:
         for name in sequences:
             f0, f1, _ = mf.load_flow(name, data)
             mod.optical_flow(f0, f1, backend="cpu")
     finally:
         mod.linear_sum_assignment_batched = batched
-        mod.linear_sum_assignment = single
     return stacks
 
 
