@@ -172,31 +172,43 @@ def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
         algo = cv2.ORB_create(nfeatures=pool, fastThreshold=5)
     else:
         algo = cv2.SIFT_create(nfeatures=pool, contrastThreshold=0.01)
-    keypoints, desc = algo.detectAndCompute(grey, None)
-    if desc is None or len(keypoints) == 0:
-        return _Features(
-            np.zeros((0, 2), np.float32),
-            np.zeros((0, 1), np.uint8 if detector != "sift" else np.float32),
-            detector != "sift",
-        )
+    empty = _Features(
+        np.zeros((0, 2), np.float32),
+        np.zeros((0, 1), np.uint8 if detector != "sift" else np.float32),
+        detector != "sift",
+    )
+    keypoints = algo.detect(grey, None)
+    if len(keypoints) == 0:
+        return empty
     pts = np.array([k.pt for k in keypoints], np.float32)
     response = np.array([k.response for k in keypoints], np.float32)
     order = _spread(pts, response, grey.shape, max_features)
-    pts, desc = pts[order], desc[order]
     if snap:
+        # one feature per pixel centre: the strongest (first after the spread) wins
         h, w = grey.shape
-        pts = np.rint(pts)
-        pts[:, 0] = np.clip(pts[:, 0], 0, w - 1)
-        pts[:, 1] = np.clip(pts[:, 1], 0, h - 1)
-        # one feature per pixel: the strongest (first after the sort) wins
-        _, first = np.unique(pts[:, 1] * w + pts[:, 0], return_index=True)
-        first.sort()
-        pts, desc = pts[first], desc[first]
+        cells = _snapped(pts[order], h, w)
+        _, first = np.unique(cells[:, 1] * w + cells[:, 0], return_index=True)
+        order = order[np.sort(first)]
+    # descriptors of the kept keypoints only (a quarter of those detected)
+    keypoints, desc = algo.compute(grey, [keypoints[i] for i in order])
+    if desc is None or len(keypoints) == 0:
+        return empty
+    pts = np.array([k.pt for k in keypoints], np.float32)
+    if snap:
+        pts = _snapped(pts, *grey.shape)
     if detector == "sift":
         d = desc.astype(np.float32)
         d /= np.linalg.norm(d, axis=1, keepdims=True) + 1e-12
         return _Features(pts.astype(np.float32), d, False)
     return _Features(pts.astype(np.float32), np.ascontiguousarray(desc), True)
+
+
+def _snapped(pts: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Points moved to the nearest pixel centre inside an h x w image."""
+    out = np.rint(pts)
+    out[:, 0] = np.clip(out[:, 0], 0, w - 1)
+    out[:, 1] = np.clip(out[:, 1], 0, h - 1)
+    return out
 
 
 def _spread(pts, response, shape, count: int) -> np.ndarray:
