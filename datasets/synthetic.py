@@ -12,6 +12,7 @@ __all__ = [
     "contrast_weights",
     "grid_bipartite_graph",
     "ladder_bipartite_graph",
+    "panning_clip",
     "random_grid_graph",
     "segmentation_unary",
     "segmentation_problem",
@@ -279,3 +280,57 @@ def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
         cost[forbid] = np.inf
         return cost
     raise ValueError(f"kind must be one of {ASSIGNMENT_FAMILIES}, got {kind!r}")
+
+
+def panning_clip(
+    image: np.ndarray, frames: int, shape: tuple = (480, 640), speed: float = 3.0
+) -> tuple[list, list]:
+    """A camera pan over a real picture, with its exact flow.
+
+    Frame ``t`` shows ``image`` (upscaled to cover the view) through the affine map
+    ``x -> A_t x + b_t``: a translation along a smooth curve (about ``speed`` px a
+    frame), a slow rotation (up to 1 degree) and zoom (up to 2%). Returns the frames
+    (RGB uint8, ``shape``) and the ``frames - 1`` flows from frame t to t + 1
+    ((H, W, 2) float32 ``(u, v)``, exact: frame t+1 at ``x + flow(x)`` shows what frame
+    t shows at ``x``).
+    """
+    import cv2
+
+    h, w = shape
+    img = np.asarray(image)
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    img = img[..., :3].astype(np.uint8)
+    span = speed * frames + max(h, w) * 1.2 + 40
+    scale = span / min(img.shape[:2])
+    big = cv2.resize(img, None, fx=scale, fy=scale, interpolation=cv2.INTER_CUBIC)
+
+    def affine(t):
+        s = t / max(frames - 1, 1)
+        ang = np.deg2rad(1.0) * np.sin(np.pi * s)
+        zoom = 1.0 + 0.02 * np.sin(2 * np.pi * s)
+        a = zoom * np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
+        b = np.array([20 + speed * t, 20 + 0.5 * speed * t * (1 + np.sin(3 * s))])
+        return a, b
+
+    out, flows = [], []
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    pts = np.stack([xx.ravel(), yy.ravel()])
+    for t in range(frames):
+        a, b = affine(t)
+        m = np.hstack([a, b[:, None]])
+        out.append(
+            cv2.warpAffine(
+                big,
+                m,
+                (w, h),
+                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_REFLECT,
+            )
+        )
+        if t:
+            a0, b0 = affine(t - 1)
+            src = a0 @ pts + b0[:, None]
+            dst = np.linalg.solve(a, src - b[:, None])
+            flows.append((dst - pts).T.reshape(h, w, 2).astype(np.float32))
+    return out, flows

@@ -302,3 +302,61 @@ def test_flo_bad_inputs(tmp_path):
     short.write_bytes(b"PIEH" + np.array([4, 4], "<i4").tobytes() + b"\x00" * 8)
     with pytest.raises(ValueError, match="expected 32 values"):
         read_flo(short)
+
+
+# --------------------------------------------------------------------------- frames
+@pytest.fixture(scope="module")
+def clip():
+    from skimage import data
+
+    from vision_cuts.datasets.synthetic import panning_clip
+
+    return panning_clip(data.astronaut(), 7, shape=(240, 320))
+
+
+def _epe_at_points(res, gt):
+    p = res.points.astype(np.int64)
+    return float(np.linalg.norm(res.vectors - gt[p[:, 1], p[:, 0]], axis=1).mean())
+
+
+def test_frames_match_pairwise_calls(clip):
+    from vision_cuts import optical_flow_frames
+
+    frames, _ = clip
+    cold = list(optical_flow_frames(iter(frames), backend="cpu", warm_start=False))
+    assert len(cold) == len(frames) - 1
+    for t, res in enumerate(cold):
+        ref = optical_flow(frames[t], frames[t + 1], backend="cpu")
+        np.testing.assert_array_equal(res.points, ref.points)
+        np.testing.assert_array_equal(res.vectors, ref.vectors)
+
+
+def test_frames_warm_start_against_the_true_motion(clip):
+    from vision_cuts import optical_flow_frames
+
+    frames, flows = clip
+    warm = list(optical_flow_frames(frames, backend="cpu", dense=True))
+    cold = list(optical_flow_frames(frames, backend="cpu", warm_start=False))
+    assert len(warm) == len(flows)
+    for w, c, gt in zip(warm, cold, flows, strict=True):
+        assert _epe_at_points(w, gt) < 0.15
+        assert len(w.points) >= 0.9 * len(c.points) > 100
+        assert w.dense.shape == gt.shape
+        assert float(np.linalg.norm(w.dense - gt, axis=2)[8:-8, 8:-8].mean()) < 0.5
+
+
+def test_frames_bad_input(clip):
+    from vision_cuts import optical_flow_frames
+
+    frames, _ = clip
+    assert list(optical_flow_frames([], backend="cpu")) == []
+    assert list(optical_flow_frames(frames[:1], backend="cpu")) == []
+    bad = list(frames[:3]) + [frames[3].astype(np.float64) * np.nan] + list(frames[4:])
+    gen = optical_flow_frames(bad, backend="cpu")
+    with pytest.raises(ValueError, match=r"frames\[3\]"):
+        list(gen)
+    small = list(frames[:2]) + [frames[2][:100]]
+    with pytest.raises(ValueError, match=r"frames\[2\] must have the shape"):
+        list(optical_flow_frames(small, backend="cpu"))
+    with pytest.raises(ValueError, match="detector"):
+        next(optical_flow_frames(frames, detector="nope"))

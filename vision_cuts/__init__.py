@@ -19,7 +19,7 @@ from .graph import (
 from .grid import GridEnergy, grid_energy, grid_graph
 from .matching import maximum_bipartite_matching
 from .maxflow import MinCut, maxflow_grid
-from .optical_flow import FlowResult, optical_flow
+from .optical_flow import FlowResult, optical_flow, optical_flow_frames
 from .segmentation import GrabCutResult, grabcut, segment
 from .stereo import stereo_disparity
 from .visualize import draw_flow_arrows, flow_to_color
@@ -53,6 +53,7 @@ __all__ = [
     "maximum_bipartite_matching",
     "maximum_flow",
     "optical_flow",
+    "optical_flow_frames",
     "read_dimacs",
     "segment",
     "stereo_disparity",

@@ -70,6 +70,12 @@ def add_parser(subparsers) -> None:
     f.add_argument(
         "--fourcc", default="mp4v", help="video mode: output codec (default mp4v)"
     )
+    f.add_argument(
+        "--no-warm-start",
+        action="store_true",
+        help="video mode: solve every pair from scratch (default: start each pair "
+        "from the previous pair's motion)",
+    )
     f.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
     f.set_defaults(func=_cmd_flow)
 
@@ -205,19 +211,49 @@ def _video(args: argparse.Namespace) -> int:
     progress = _Progress("flow", sys.stderr.isatty() or args.verbose)
     dense = args.view != "arrows"
     writer = None
-    prev = cv2.cvtColor(first, cv2.COLOR_BGR2RGB)
-    done = 0
-    matches = 0
-    t_start = time.perf_counter()
-    try:
-        while args.max_frames is None or done < args.max_frames:
+    from .optical_flow import optical_flow_frames
+
+    def decoded():
+        """RGB frames as they are decoded (on the pipeline's reader thread)."""
+        yield cv2.cvtColor(first, cv2.COLOR_BGR2RGB)
+        for _ in range(pairs if args.max_frames is not None else 2**62):
             ok, frame = cap.read()
             if not ok or frame is None:
+                return
+            yield cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+
+    kept: dict = {}  # frames by index, until their pair is drawn (at most 3: the
+    # reader runs a frame ahead of the solve)
+
+    def remember(frames):
+        for i, f in enumerate(frames):
+            kept[i] = f
+            yield f
+
+    results = optical_flow_frames(
+        remember(decoded()),
+        backend=args.backend,
+        dense=dense,
+        detector=args.detector,
+        max_features=args.max_features,
+        search_radius=args.search_radius,
+        warm_start=not args.no_warm_start,
+    )
+    done = 0
+    matches = 0
+    prev = None
+    t_start = time.perf_counter()
+    try:
+        t0 = time.perf_counter()
+        while True:
+            try:
+                res = next(results)
+            except StopIteration:
                 break
-            cur = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
-            t0 = time.perf_counter()
-            res = _solve(args, prev, cur, dense)
+            except (ValueError, TypeError) as exc:
+                raise SystemExit(f"error: {exc}") from None
             dt = time.perf_counter() - t0
+            prev = kept.pop(done)
             if args.output:
                 pic = _picture(args, prev, res)
                 if writer is None:
@@ -241,14 +277,15 @@ def _video(args: argparse.Namespace) -> int:
             print(f"frame {done - 1}->{done}: {_summary(res, dt)}", flush=True)
             if pairs:
                 progress(min(done, pairs), pairs)
-            prev = cur
+            t0 = time.perf_counter()
     finally:
+        results.close()
         cap.release()
         if writer is not None:
             writer.release()
     if pairs and done < pairs:
         progress.close()
-    if done == 0:
+    if done == 0 or prev is None:
         raise SystemExit(f"error: video {path!r} has fewer than two frames")
     total = time.perf_counter() - t_start
     h, w = prev.shape[:2]

@@ -60,7 +60,7 @@ based on a theory for warping", ECCV 2004.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -68,7 +68,7 @@ import numpy as np
 from ._backend import BACKENDS, is_cupy_array, resolve_backend, to_numpy
 from .assignment import linear_sum_assignment_batched
 
-__all__ = ["DETECTORS", "FlowResult", "optical_flow"]
+__all__ = ["DETECTORS", "FlowResult", "optical_flow", "optical_flow_frames"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ _MAX_DEVIATION = 1.0  # px a refined vector may differ from its neighbours' medi
 _AUTO_TILE_PAIRS = 2**22  # n * m above which the assignment is tiled
 _OVERDETECT = 4  # keypoints detected per wanted feature, before spreading
 _PER_CELL = 4  # wanted features per spreading cell
+_WARM_RADIUS = 12.0  # px around the motion predicted from the previous frame pair
+_WARM_MIN_MATCHES = 50  # fewer matches in the previous pair: no warm start
 _FUSE_WINDOW = 9  # px, the square over which dense proposals' warping errors are summed
 
 
@@ -165,6 +167,13 @@ class _Features(NamedTuple):
 
 def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
     """Keypoints and descriptors; ``snap`` moves points to pixel centres (deduped)."""
+    feats = _features(grey, detector, max_features)
+    return _as_first(feats, grey.shape) if snap else feats
+
+
+def _features(grey: np.ndarray, detector: str, max_features: int) -> _Features:
+    """At most ``max_features`` keypoints spread over the frame, with descriptors
+    (only the kept keypoints are described), strongest first."""
     import cv2
 
     pool = _OVERDETECT * max_features
@@ -183,24 +192,27 @@ def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
     pts = np.array([k.pt for k in keypoints], np.float32)
     response = np.array([k.response for k in keypoints], np.float32)
     order = _spread(pts, response, grey.shape, max_features)
-    if snap:
-        # one feature per pixel centre: the strongest (first after the spread) wins
-        h, w = grey.shape
-        cells = _snapped(pts[order], h, w)
-        _, first = np.unique(cells[:, 1] * w + cells[:, 0], return_index=True)
-        order = order[np.sort(first)]
-    # descriptors of the kept keypoints only (a quarter of those detected)
     keypoints, desc = algo.compute(grey, [keypoints[i] for i in order])
     if desc is None or len(keypoints) == 0:
         return empty
     pts = np.array([k.pt for k in keypoints], np.float32)
-    if snap:
-        pts = _snapped(pts, *grey.shape)
     if detector == "sift":
         d = desc.astype(np.float32)
         d /= np.linalg.norm(d, axis=1, keepdims=True) + 1e-12
-        return _Features(pts.astype(np.float32), d, False)
-    return _Features(pts.astype(np.float32), np.ascontiguousarray(desc), True)
+        return _Features(pts, d, False)
+    return _Features(pts, np.ascontiguousarray(desc), True)
+
+
+def _as_first(feats: _Features, shape: tuple) -> _Features:
+    """The features of the first frame of a pair: moved to the nearest pixel centre,
+    one per pixel (the strongest, i.e. the first, wins)."""
+    if len(feats.points) == 0:
+        return feats
+    h, w = shape[:2]
+    cells = _snapped(feats.points, h, w)
+    _, first = np.unique(cells[:, 1] * w + cells[:, 0], return_index=True)
+    first.sort()
+    return _Features(cells[first], feats.desc[first], feats.binary)
 
 
 def _snapped(pts: np.ndarray, h: int, w: int) -> np.ndarray:
@@ -367,11 +379,16 @@ def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend):
 
 def _predict(points: np.ndarray, rows, vectors) -> np.ndarray:
     """Median vector of the nearest matches around every point."""
+    return _median_near(points[rows], vectors, points)
+
+
+def _median_near(sources: np.ndarray, vectors: np.ndarray, queries) -> np.ndarray:
+    """Median of the vectors of the ``_NEIGHBOURS`` sources nearest each query."""
     from scipy.spatial import cKDTree
 
-    k = min(_NEIGHBOURS, len(rows))
-    _, idx = cKDTree(points[rows]).query(points, k=k)
-    idx = np.asarray(idx).reshape(len(points), k)
+    k = min(_NEIGHBOURS, len(sources))
+    _, idx = cKDTree(sources).query(queries, k=k)
+    idx = np.asarray(idx).reshape(len(queries), k)
     return np.median(vectors[idx], axis=1)
 
 
@@ -544,6 +561,136 @@ def _variational(grey0, grey1, flow, levels: int = 3) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- front end
+class _Params(NamedTuple):
+    """The checked parameters of :func:`optical_flow`."""
+
+    backend: str
+    detector: str
+    max_features: int
+    search_radius: float
+    local_radius: float
+    local_passes: int
+    displacement_weight: float
+    max_cost: float
+    tile_size: int | None
+
+
+def _check_params(
+    backend,
+    detector,
+    max_features,
+    search_radius,
+    local_radius,
+    local_passes,
+    displacement_weight,
+    max_cost,
+    tile_size,
+    callback,
+) -> _Params:
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if detector not in DETECTORS:
+        raise ValueError(f"detector must be one of {DETECTORS}, got {detector!r}")
+    if isinstance(local_passes, bool) or not isinstance(
+        local_passes, (int, np.integer)
+    ):
+        raise TypeError(
+            f"local_passes must be an integer, got {type(local_passes).__name__}"
+        )
+    if local_passes < 0:
+        raise ValueError(f"local_passes must be >= 0, got {local_passes}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    return _Params(
+        backend,
+        detector,
+        _check_positive(max_features, "max_features", integer=True),
+        _check_positive(search_radius, "search_radius"),
+        _check_positive(local_radius, "local_radius"),
+        int(local_passes),
+        _check_positive(displacement_weight, "displacement_weight"),
+        _MAX_COST[detector]
+        if max_cost is None
+        else _check_positive(max_cost, "max_cost"),
+        None
+        if tile_size is None
+        else _check_positive(tile_size, "tile_size", integer=True),
+    )
+
+
+class _Steps:
+    """``callback(done, total)`` once per stage."""
+
+    def __init__(self, callback, total: int) -> None:
+        self.callback, self.total, self.done = callback, total, 0
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.callback is not None:
+            self.callback(self.done, self.total)
+
+
+def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, progress):
+    """The pipeline after detection (see the module docstring). ``init``: predicted
+    motion of every feature of ``f0`` (warm start from the previous frame pair), or
+    None for the global pass within ``search_radius``."""
+    p = params
+    if init is None:
+        pred, radius = np.zeros_like(f0.points), p.search_radius
+    else:
+        pred, radius = init, _WARM_RADIUS
+    rows, cols, costs = _assign(
+        f0, f1, pred, radius, p.displacement_weight, p.max_cost, p.tile_size, p.backend
+    )
+    progress()
+    for _ in range(p.local_passes):
+        if len(rows) == 0:
+            progress()
+            continue
+        pred = _predict(f0.points, rows, f1.points[cols] - f0.points[rows])
+        rows, cols, costs = _assign(
+            f0,
+            f1,
+            pred,
+            p.local_radius,
+            p.displacement_weight,
+            p.max_cost,
+            p.tile_size,
+            p.backend,
+        )
+        progress()
+    points = f0.points[rows]
+    targets = f1.points[cols]
+    if refine and len(rows):
+        targets, ok = _refine(img0, img1, points, targets)
+        points, targets, costs = points[ok], targets[ok], costs[ok]
+        if len(points) > 2:
+            # local consistency: a refined vector far from the median of its
+            # neighbours' is a wrong match that the refinement made self-consistent
+            vec = targets - points
+            pred = _predict(points, np.arange(len(points)), vec)
+            ok = np.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
+            points, targets, costs = points[ok], targets[ok], costs[ok]
+    vectors = (targets - points).astype(np.float32)
+    progress()
+    log.debug(
+        "optical_flow: %d / %d features matched (%d in frame1)",
+        len(points),
+        len(f0.points),
+        len(f1.points),
+    )
+    flow = None
+    if dense:
+        flow = _dense(img0, img1, grey0, grey1, points, vectors)
+        progress()
+    return FlowResult(
+        points.astype(np.float32).reshape(-1, 2),
+        vectors.reshape(-1, 2),
+        np.asarray(costs, np.float32).reshape(-1),
+        flow,
+    )
+
+
 def optical_flow(
     frame0: Any,
     frame1: Any,
@@ -647,9 +794,19 @@ def optical_flow(
     >>> bool(np.abs(np.median(res.vectors, axis=0) - [3, 2]).max() < 0.1)
     True
     """
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     on_gpu = is_cupy_array(frame0)
+    params = _check_params(
+        backend,
+        detector,
+        max_features,
+        search_radius,
+        local_radius,
+        local_passes,
+        displacement_weight,
+        max_cost,
+        tile_size,
+        callback,
+    )
     img0 = _check_frame(frame0, "frame0")
     img1 = _check_frame(frame1, "frame1")
     if img0.shape != img1.shape:
@@ -658,98 +815,141 @@ def optical_flow(
             f"{tuple(to_numpy(frame0).shape)} and frame1 "
             f"{tuple(to_numpy(frame1).shape)}"
         )
-    if detector not in DETECTORS:
-        raise ValueError(f"detector must be one of {DETECTORS}, got {detector!r}")
-    max_features = _check_positive(max_features, "max_features", integer=True)
-    search_radius = _check_positive(search_radius, "search_radius")
-    local_radius = _check_positive(local_radius, "local_radius")
-    displacement_weight = _check_positive(displacement_weight, "displacement_weight")
-    if isinstance(local_passes, bool) or not isinstance(
-        local_passes, (int, np.integer)
-    ):
-        raise TypeError(
-            f"local_passes must be an integer, got {type(local_passes).__name__}"
-        )
-    if local_passes < 0:
-        raise ValueError(f"local_passes must be >= 0, got {local_passes}")
-    max_cost = (
-        _MAX_COST[detector]
-        if max_cost is None
-        else _check_positive(max_cost, "max_cost")
-    )
-    if tile_size is not None:
-        tile_size = _check_positive(tile_size, "tile_size", integer=True)
-
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-    total = 3 + local_passes + int(dense)
-    step = [0]
-
-    def progress() -> None:
-        step[0] += 1
-        if callback is not None:
-            callback(step[0], total)
-
-    backend = resolve_backend(backend, frame0, frame1)
+    params = params._replace(backend=resolve_backend(backend, frame0, frame1))
+    progress = _Steps(callback, 3 + params.local_passes + int(dense))
     grey0, grey1 = _grey(img0), _grey(img1)
-    f0 = _detect(grey0, detector, max_features, snap=True)
-    f1 = _detect(grey1, detector, max_features, snap=False)
+    f0 = _as_first(_features(grey0, detector, params.max_features), grey0.shape)
+    f1 = _features(grey1, detector, params.max_features)
     progress()
-    zero = np.zeros_like(f0.points)
-    rows, cols, costs = _assign(
-        f0, f1, zero, search_radius, displacement_weight, max_cost, tile_size, backend
+    result = _flow_pair(
+        img0, img1, grey0, grey1, f0, f1, params, dense, refine, None, progress
     )
-    progress()
-    for _ in range(local_passes):
-        if len(rows) == 0:
-            progress()
-            continue
-        pred = _predict(f0.points, rows, f1.points[cols] - f0.points[rows])
-        rows, cols, costs = _assign(
-            f0,
-            f1,
-            pred,
-            local_radius,
-            displacement_weight,
-            max_cost,
-            tile_size,
-            backend,
-        )
-        progress()
-    points = f0.points[rows]
-    targets = f1.points[cols]
-    if refine and len(rows):
-        targets, ok = _refine(img0, img1, points, targets)
-        points, targets, costs = points[ok], targets[ok], costs[ok]
-        if len(points) > 2:
-            # local consistency: a refined vector far from the median of its
-            # neighbours' is a wrong match that the refinement made self-consistent
-            vec = targets - points
-            pred = _predict(points, np.arange(len(points)), vec)
-            ok = np.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
-            points, targets, costs = points[ok], targets[ok], costs[ok]
-    vectors = (targets - points).astype(np.float32)
-    progress()
-    log.debug(
-        "optical_flow: %d / %d features matched (%d in frame1)",
-        len(points),
-        len(f0.points),
-        len(f1.points),
-    )
-    flow = None
-    if dense:
-        flow = _dense(img0, img1, grey0, grey1, points, vectors)
-        progress()
-    result = FlowResult(
-        points.astype(np.float32).reshape(-1, 2),
-        vectors.reshape(-1, 2),
-        np.asarray(costs, np.float32).reshape(-1),
-        flow,
-    )
-    if on_gpu:
-        import cupy
+    return _as_kind(on_gpu, result)
 
-        result = FlowResult(
-            *(cupy.asarray(a) if a is not None else None for a in result)
-        )
-    return result
+
+def _as_kind(on_gpu: bool, result: FlowResult) -> FlowResult:
+    if not on_gpu:
+        return result
+    import cupy
+
+    return FlowResult(*(cupy.asarray(a) if a is not None else None for a in result))
+
+
+def optical_flow_frames(
+    frames: Iterable[Any],
+    *,
+    backend: str = "auto",
+    dense: bool = False,
+    detector: str = "orb",
+    max_features: int = 3000,
+    search_radius: float = 40.0,
+    local_radius: float = 6.0,
+    local_passes: int = 2,
+    displacement_weight: float = 0.2,
+    max_cost: float | None = None,
+    refine: bool = True,
+    tile_size: int | None = None,
+    warm_start: bool = True,
+) -> Iterator[FlowResult]:
+    """Flow between the consecutive frames of a sequence, one pair at a time.
+
+    Parameters
+    ----------
+    frames : iterable of ndarray
+        The frames, all of one shape (see :func:`optical_flow`); a generator that
+        decodes a video is read one frame ahead, on a worker thread.
+    warm_start : bool
+        Start every pair after the first from the motion of the previous pair (each
+        feature's predicted motion is the median vector of the previous matches that
+        ended nearest to it), with a first pass within 12 px of that prediction instead
+        of the global pass within ``search_radius``. A pair whose warm start matches
+        fewer than half as many features as the pair before is solved again from
+        scratch (a cut, or motion the prediction missed).
+    backend, dense, detector, max_features, search_radius, local_radius, local_passes,
+    displacement_weight, max_cost, refine, tile_size
+        As for :func:`optical_flow`.
+
+    Yields
+    ------
+    FlowResult
+        The flow from frame ``t`` to frame ``t + 1``, for t = 0, 1, ...; same array
+        kind as the first frame.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`optical_flow`, for the parameters at the first step and for each
+        frame (named ``frames[t]``) when it is reached.
+
+    Notes
+    -----
+    Every frame is detected and described once (as the second frame of one pair and
+    the first of the next), and the next frame is read and detected on a worker
+    thread while the current pair is solved.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    params = _check_params(
+        backend,
+        detector,
+        max_features,
+        search_radius,
+        local_radius,
+        local_passes,
+        displacement_weight,
+        max_cost,
+        tile_size,
+        None,
+    )
+    it = iter(frames)
+    index = [0]
+
+    def read():
+        """The next frame checked, its grey image and its features; None at the end."""
+        frame = next(it, None)
+        if frame is None:
+            return None
+        name = f"frames[{index[0]}]"
+        index[0] += 1
+        img = _check_frame(frame, name)
+        grey = _grey(img)
+        return frame, name, img, grey, _features(grey, detector, params.max_features)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-frames")
+    try:
+        cur = read()
+        if cur is None:
+            return
+        on_gpu = is_cupy_array(cur[0])
+        params = params._replace(backend=resolve_backend(backend, cur[0]))
+        ahead = pool.submit(read)
+        prev = None
+        while True:
+            nxt = ahead.result()
+            if nxt is None:
+                return
+            ahead = pool.submit(read)  # overlaps the solve below
+            _, _, img0, grey0, feat0 = cur
+            _, name, img1, grey1, feat1 = nxt
+            if img1.shape != img0.shape:
+                raise ValueError(
+                    f"{name} must have the shape of the frames before it, "
+                    f"{img0.shape}, got {img1.shape}"
+                )
+            f0 = _as_first(feat0, grey0.shape)
+            init = None
+            if (
+                warm_start
+                and prev is not None
+                and len(prev.points) >= _WARM_MIN_MATCHES
+            ):
+                init = _median_near(prev.points + prev.vectors, prev.vectors, f0.points)
+            steps = _Steps(None, 0)
+            args = (img0, img1, grey0, grey1, f0, feat1, params, dense, refine)
+            res = _flow_pair(*args, init, steps)
+            if init is not None and len(res.points) < 0.5 * len(prev.points):
+                res = _flow_pair(*args, None, steps)
+            yield _as_kind(on_gpu, res)
+            prev, cur = res, nxt
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
