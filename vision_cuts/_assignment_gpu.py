@@ -595,11 +595,17 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
     }
     err = np.asarray([st[0]], dtype=np.int32)  # read already: no device round trip
     prices = (words >> np.uint64(plan.bits)).astype(cp.int64)
-    if plan.n < N:  # the padding rows take the columns no real row holds
-        taken = cp.zeros((B, N), dtype=cp.bool_)
-        taken[cp.arange(B)[:, None], col4row[:, : plan.n]] = True
-        col4row[:, plan.n :] = cp.argsort(taken, axis=1)[:, : N - plan.n]
     return col4row, prices, err, stats
+
+
+def _pad_rows_take_free_columns(cp: Any, col4row: Any, n: int) -> None:
+    """The padding rows n..N-1 of the large-problem path never bid: give them the
+    columns no real row holds (for the certificate over the padded problems)."""
+    B, N = col4row.shape
+    if n < N:
+        taken = cp.zeros((B, N), dtype=cp.bool_)
+        taken[cp.arange(B)[:, None], col4row[:, :n]] = True
+        col4row[:, n:] = cp.argsort(taken, axis=1)[:, : N - n]
 
 
 def _per_phase(st: list) -> list:
@@ -730,6 +736,8 @@ def linear_sum_assignment_batched_gpu(
     stats = {"path": "rows" if prep["plan"].N > _BLOCK_MAX_N else "small", **stats}
     run = {"stats": stats}
     if return_prices:
+        if prep["plan"].N > _BLOCK_MAX_N:
+            _pad_rows_take_free_columns(cp, col4row, prep["plan"].n)
         run.update(
             plan=prep["plan"],
             S=S,

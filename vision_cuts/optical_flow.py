@@ -299,32 +299,32 @@ class _Stack(NamedTuple):
     ncols: np.ndarray
 
 
+def _slots(group: np.ndarray, index: np.ndarray, size: int, G: int) -> tuple:
+    """Number the distinct ``index`` values of every group in ascending order:
+    ``(slot of each entry, slots of each group, (G, most slots) index of each slot,
+    -1 where a group has fewer)``."""
+    taken = np.zeros((G, size), bool)
+    taken[group, index] = True
+    slot = np.cumsum(taken, axis=1) - 1
+    count = taken.sum(axis=1)
+    ids = np.full((G, int(count.max())), -1, np.int64)
+    tg, tj = np.nonzero(taken)
+    ids[tg, slot[tg, tj]] = tj
+    return slot[group, index], count, ids
+
+
 def _build_stack(rows, cols, cost, gid, m, max_cost, xp) -> _Stack:
     """Scatter the candidate pairs into a padded stack on the array module ``xp``,
     one problem per group (``gid``: group of every feature of frame 0; rows in
     feature order, columns likewise). Only the pairs travel, not the stack."""
     G = int(gid.max()) + 1
-    feats = np.flatnonzero(np.bincount(rows, minlength=len(gid)))
-    fg = gid[feats]
-    order = np.argsort(fg, kind="stable")
-    nrows = np.bincount(fg, minlength=G)
-    first = np.cumsum(nrows) - nrows
-    row_slot = np.empty(len(gid), np.int64)
-    row_slot[feats[order]] = np.arange(len(feats)) - first[fg[order]]
     g = gid[rows]
-    taken = np.zeros((G, m), bool)
-    taken[g, cols] = True
-    col_slot = np.cumsum(taken, axis=1) - 1
-    ncols = taken.sum(axis=1)
-    n_max, m_max = int(nrows.max()), int(ncols.max())
-    row_ids = np.full((G, n_max), -1, np.int64)
-    row_ids[fg[order], row_slot[feats[order]]] = feats[order]
-    col_ids = np.full((G, m_max), -1, np.int64)
-    tg, tj = np.nonzero(taken)
-    col_ids[tg, col_slot[tg, tj]] = tj
+    row_slot, nrows, row_ids = _slots(g, rows, len(gid), G)
+    col_slot, ncols, col_ids = _slots(g, cols, m, G)
+    n_max, m_max = row_ids.shape[1], col_ids.shape[1]
     stack = xp.full((G, n_max, m_max + n_max), xp.inf, dtype=xp.float64)
-    stack[xp.asarray(g), xp.asarray(row_slot[rows]), xp.asarray(col_slot[g, cols])] = (
-        xp.asarray(cost, dtype=xp.float64)
+    stack[xp.asarray(g), xp.asarray(row_slot), xp.asarray(col_slot)] = xp.asarray(
+        cost, dtype=xp.float64
     )
     # every row i may stay unmatched through its own dummy column m_max + i
     diag = xp.arange(n_max)
