@@ -12,8 +12,9 @@
 #   stress      the assignment stress tests (cost families of real callers), the
 #               work of the GPU assignment on the optical flow's own cost stacks, and
 #               the assignment benchmark's single problems (geometric up to 4000)
-#   flow        optical flow end to end on both backends against PyrLK, Farneback
-#               and DIS in the same run (Middlebury)
+#   flow        optical flow: its GPU tests, the video benchmark (a 640x480 clip,
+#               both backends, DIS and Farneback in the same run), then end to end
+#               on both backends against PyrLK, Farneback and DIS (Middlebury)
 #   graph       general-graph max-flow: its GPU tests, then the benchmark (RLG, genrmf,
 #               ADG) against SciPy Dinic and the CPU backend in the same run
 #   matching    bipartite matching: its GPU tests, then the benchmark against SciPy
@@ -107,9 +108,16 @@ if want stress; then
             || rc=1
     fi
 fi
-if want flow && have_data flow; then
-    python3 -P benchmarks/eval_flow.py --backend cpu gpu gpu-cupy auto \
-        --json "$OUT/eval_flow.json" 2>&1 | tee "$OUT/eval_flow.log" || rc=1
+if want flow; then
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
+        tests/test_optical_flow.py tests/test_cli_optical_flow.py 2>&1 \
+        | tee "$OUT/tests_flow.log" || rc=1
+    python3 -P benchmarks/bench_flow_video.py --frames 150 --backend cpu gpu \
+        --json "$OUT/bench_flow_video.json" 2>&1 | tee "$OUT/bench_flow_video.log" || rc=1
+    if have_data flow; then
+        python3 -P benchmarks/eval_flow.py --backend cpu gpu gpu-cupy auto \
+            --json "$OUT/eval_flow.json" 2>&1 | tee "$OUT/eval_flow.log" || rc=1
+    fi
 fi
 if want refine; then
     python3 -P benchmarks/bench_refine.py --backend cpu gpu 2>&1 | tee "$OUT/bench_refine.log" \

@@ -136,8 +136,9 @@ def test_single_empty(shape):
     assert r.dtype.kind == c.dtype.kind == "i"
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16,
-                                   np.float32, np.float64, np.bool_])
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.int32, np.int64, np.uint16, np.float32, np.float64, np.bool_]
+)
 def test_single_dtypes(rng, dtype):
     cost = rng.integers(0, 2 if dtype is np.bool_ else 100, (6, 8)).astype(dtype)
     as_float = cost.astype(np.float64)
@@ -194,8 +195,7 @@ def test_large_integers_exact(rng):
     ],
 )
 def test_infeasible(fn, cost):
-    arg = cost if fn is linear_sum_assignment else np.stack([np.zeros_like(cost),
-                                                            cost])
+    arg = cost if fn is linear_sum_assignment else np.stack([np.zeros_like(cost), cost])
     with pytest.raises(ValueError, match="cost matrix is infeasible"):
         fn(arg)
 
@@ -226,8 +226,19 @@ def test_batched_infeasible_names_index(rng):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "shape",
-    [(300, 1, 1), (300, 2, 2), (200, 5, 5), (150, 8, 8), (100, 6, 9), (100, 9, 6),
-     (100, 3, 11), (100, 11, 3), (40, 24, 24), (40, 20, 33), (20, 33, 20)],
+    [
+        (300, 1, 1),
+        (300, 2, 2),
+        (200, 5, 5),
+        (150, 8, 8),
+        (100, 6, 9),
+        (100, 9, 6),
+        (100, 3, 11),
+        (100, 11, 3),
+        (40, 24, 24),
+        (40, 20, 33),
+        (20, 33, 20),
+    ],
 )
 def test_batched_matches_scipy(rng, kind, maximize, shape):
     costs = make_cost(rng, kind, shape, maximize=maximize)
@@ -292,39 +303,99 @@ def test_batched_agrees_with_single(rng):
 @pytest.mark.parametrize(
     ("fn", "arg", "exc", "match"),
     [
-        (linear_sum_assignment, np.zeros(3), ValueError,
-         r"cost must be a 2-D .*\(3,\)"),
-        (linear_sum_assignment, np.zeros((2, 3, 4)), ValueError,
-         r"cost must be a 2-D .*\(2, 3, 4\)"),
+        (
+            linear_sum_assignment,
+            np.zeros(3),
+            ValueError,
+            r"cost must be a 2-D .*\(3,\)",
+        ),
+        (
+            linear_sum_assignment,
+            np.zeros((2, 3, 4)),
+            ValueError,
+            r"cost must be a 2-D .*\(2, 3, 4\)",
+        ),
         (linear_sum_assignment, 5.0, ValueError, r"cost must be a 2-D .*\(\)"),
-        (linear_sum_assignment, np.array([[1.0, np.nan]]), ValueError,
-         r"cost must not contain NaN, got NaN at index \(0, 1\)"),
-        (linear_sum_assignment, np.array([[1.0, -np.inf]]), ValueError,
-         r"cost contains -inf at index \(0, 1\)"),
-        (linear_sum_assignment, np.array([["a", "b"]]), TypeError,
-         r"cost must have a real numeric dtype"),
-        (linear_sum_assignment, np.array([[1 + 1j]]), TypeError,
-         r"cost must have a real numeric dtype.*complex"),
-        (linear_sum_assignment, np.array([[object()]]), TypeError,
-         r"cost must have a real numeric dtype.*object"),
+        (
+            linear_sum_assignment,
+            np.array([[1.0, np.nan]]),
+            ValueError,
+            r"cost must not contain NaN, got NaN at index \(0, 1\)",
+        ),
+        (
+            linear_sum_assignment,
+            np.array([[1.0, -np.inf]]),
+            ValueError,
+            r"cost contains -inf at index \(0, 1\)",
+        ),
+        (
+            linear_sum_assignment,
+            np.array([["a", "b"]]),
+            TypeError,
+            r"cost must have a real numeric dtype",
+        ),
+        (
+            linear_sum_assignment,
+            np.array([[1 + 1j]]),
+            TypeError,
+            r"cost must have a real numeric dtype.*complex",
+        ),
+        (
+            linear_sum_assignment,
+            np.array([[object()]]),
+            TypeError,
+            r"cost must have a real numeric dtype.*object",
+        ),
         (linear_sum_assignment, None, TypeError, r"cost must be an array.*None"),
         (linear_sum_assignment, [[1, 2], [3]], ValueError, r"cost must be a rectang"),
-        (linear_sum_assignment_batched, np.zeros((3, 3)), ValueError,
-         r"costs must be a 3-D .*\(3, 3\)"),
-        (linear_sum_assignment_batched, np.zeros(3), ValueError,
-         r"costs must be a 3-D .*\(3,\)"),
-        (linear_sum_assignment_batched, np.zeros((1, 2, 3, 4)), ValueError,
-         r"costs must be a 3-D .*\(1, 2, 3, 4\)"),
-        (linear_sum_assignment_batched, np.array([[[0.0, np.nan]]]), ValueError,
-         r"costs must not contain NaN, got NaN at index \(0, 0, 1\)"),
-        (linear_sum_assignment_batched, np.array([[[0.0, 1.0], [-np.inf, 2.0]]]),
-         ValueError, r"costs contains -inf at index \(0, 1, 0\)"),
-        (linear_sum_assignment_batched, np.array([[[0.0, 1.0]], [[np.nan, np.inf]]]),
-         ValueError, r"costs must not contain NaN, got NaN at index \(1, 0, 0\)"),
-        (linear_sum_assignment_batched, np.array([[["x"]]]), TypeError,
-         r"costs must have a real numeric dtype"),
-        (linear_sum_assignment_batched, None, TypeError,
-         r"costs must be an array.*None"),
+        (
+            linear_sum_assignment_batched,
+            np.zeros((3, 3)),
+            ValueError,
+            r"costs must be a 3-D .*\(3, 3\)",
+        ),
+        (
+            linear_sum_assignment_batched,
+            np.zeros(3),
+            ValueError,
+            r"costs must be a 3-D .*\(3,\)",
+        ),
+        (
+            linear_sum_assignment_batched,
+            np.zeros((1, 2, 3, 4)),
+            ValueError,
+            r"costs must be a 3-D .*\(1, 2, 3, 4\)",
+        ),
+        (
+            linear_sum_assignment_batched,
+            np.array([[[0.0, np.nan]]]),
+            ValueError,
+            r"costs must not contain NaN, got NaN at index \(0, 0, 1\)",
+        ),
+        (
+            linear_sum_assignment_batched,
+            np.array([[[0.0, 1.0], [-np.inf, 2.0]]]),
+            ValueError,
+            r"costs contains -inf at index \(0, 1, 0\)",
+        ),
+        (
+            linear_sum_assignment_batched,
+            np.array([[[0.0, 1.0]], [[np.nan, np.inf]]]),
+            ValueError,
+            r"costs must not contain NaN, got NaN at index \(1, 0, 0\)",
+        ),
+        (
+            linear_sum_assignment_batched,
+            np.array([[["x"]]]),
+            TypeError,
+            r"costs must have a real numeric dtype",
+        ),
+        (
+            linear_sum_assignment_batched,
+            None,
+            TypeError,
+            r"costs must be an array.*None",
+        ),
     ],
 )
 def test_bad_inputs(fn, arg, exc, match):
@@ -384,8 +455,9 @@ def test_backend_agreement(backend, rng):
 
         r, c = linear_sum_assignment_batched(cupy.asarray(costs), backend=backend)
         r, c = r.get(), c.get()
-        single = [linear_sum_assignment(cupy.asarray(x), backend=backend)
-                  for x in costs]
+        single = [
+            linear_sum_assignment(cupy.asarray(x), backend=backend) for x in costs
+        ]
         single = [(a.get(), b.get()) for a, b in single]
     else:
         r, c = linear_sum_assignment_batched(costs, backend=backend)
@@ -420,3 +492,19 @@ def test_return_stats_cpu():
     )
     assert c.tolist() == [[1, 0, 2]]
     assert stats["path"] == "cpu"
+
+
+@pytest.mark.parametrize("shape", [(1, 120, 120), (2, 80, 150), (1, 150, 80)])
+def test_cost_families_against_scipy(rng, shape):
+    """Every cost family of the stress test (built from the front ends' own code)
+    is solved by the CPU backend to SciPy's optimum."""
+    from vision_cuts.datasets.synthetic import ASSIGNMENT_FAMILIES, assignment_costs
+
+    for kind in ASSIGNMENT_FAMILIES:
+        costs = assignment_costs(kind, shape, rng)
+        assert costs.ndim == 3 and 0 < costs.shape[1] <= shape[1], kind
+        r, c = linear_sum_assignment_batched(costs, backend="cpu")
+        for b in range(len(costs)):
+            r0, c0 = scipy_lsa(costs[b])
+            want = costs[b][r0, c0].sum()
+            assert costs[b][r[b], c[b]].sum() == pytest.approx(want, rel=1e-12), kind

@@ -97,7 +97,12 @@ def test_flow_stacks_of_the_front_end(rng):
     # the stacks optical_flow builds over image tiles (several problems, dummy
     # columns, mostly forbidden pairs), solved as the front end solves them
     pytest.importorskip("cupy")
-    from vision_cuts.optical_flow import _cost_stack, _Features
+    from vision_cuts.optical_flow import (
+        _build_stack,
+        _candidates,
+        _feature_groups,
+        _Features,
+    )
 
     n = m = 3000
     p0 = rng.random((n, 2)).astype(np.float32) * [640, 480]
@@ -108,7 +113,9 @@ def test_flow_stacks_of_the_front_end(rng):
     f1 = _Features(p1, np.packbits(b1, axis=1), True)
     pred = np.zeros((n, 2), np.float32)
     for radius in (40.0, 6.0):
-        stack = _cost_stack(f0, f1, pred, radius, 0.2, 0.35, tile=128).costs
+        rows, cols, cost = _candidates(f0, f1, pred, radius, 0.2)
+        gid = _feature_groups(p0, 128)
+        stack = _build_stack(rows, cols, cost, gid, m, 0.35, np).costs
         r0, c0 = linear_sum_assignment_batched(stack, backend="cpu")
         r, c, stats = linear_sum_assignment_batched(
             stack, backend="gpu", return_stats=True
@@ -117,6 +124,8 @@ def test_flow_stacks_of_the_front_end(rng):
             want, got = _total(stack[b], r0[b], c0[b]), _total(stack[b], r[b], c[b])
             assert got <= want + _tolerance(stack[b]) + 1e-9 * abs(want)
         _check_work(stats, *stack.shape[1:], batch=len(stack))
+        # a dummy column per row: feasible by the diagonal, no matching run
+        assert stats["feasibility"] == "diagonal"
 
 
 def test_infeasible_problems_of_a_large_stack(rng):

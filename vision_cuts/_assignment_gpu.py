@@ -358,6 +358,17 @@ def absent_cost(plan: Plan) -> int:
     return _INT32_MAX if plan.cost_t == "int" else 2**62 - 1
 
 
+def diagonal_feasible(cp: Any, fin: Any) -> bool:
+    """Whether every problem of the (B, n, N) finite mask (n <= N) assigns every row
+    along a diagonal of finite pairs, that of the first n columns or of the last n:
+    a certificate of feasibility that costs one read (stacks with a column per row
+    for leaving it unmatched have one)."""
+    B, n, N = fin.shape
+    r = cp.arange(n)
+    ok = fin[:, r, r].all(axis=1) | fin[:, r, N - n + r].all(axis=1)
+    return bool(ok.all())
+
+
 def infeasible_problems(cp: Any, fin: Any) -> np.ndarray:
     """Which problems of the (B, n, N) finite mask (n <= N) have no assignment of
     every row: one maximum bipartite matching (on the GPU) of all of them."""
@@ -723,17 +734,25 @@ def linear_sum_assignment_batched_gpu(
                 transposed_layout=False,
             )
         return rows, cols, status, run
-    if prep["plan"].N > _BLOCK_MAX_N and prep["fin"] is not None:
+    fin, feasibility = prep["fin"], "none"
+    if prep["plan"].N > _BLOCK_MAX_N and fin is not None:
         # forbidden pairs are absent arcs there, and an infeasible problem would bid
         # for ever: a matching finds those first, and the rest is solved without them
-        bad = infeasible_problems(cp, prep["fin"])
-        if bad.any():
-            return _solve_feasible(cp, x, maximize, bad, return_prices)
+        feasibility = "diagonal"
+        if not diagonal_feasible(cp, fin):
+            feasibility = "matching"
+            bad = infeasible_problems(cp, fin)
+            if bad.any():
+                return _solve_feasible(cp, x, maximize, bad, return_prices)
     # arc fixing keeps the prices eps-optimal on the kept arcs only: a run whose
     # prices are returned (a certificate over the whole matrix) goes without it
     col4row, prices, S, stats = solve_scaled(cp, prep, fixing=not return_prices)
     rows, cols, status = finish(cp, prep, col4row)
-    stats = {"path": "rows" if prep["plan"].N > _BLOCK_MAX_N else "small", **stats}
+    stats = {
+        "path": "rows" if prep["plan"].N > _BLOCK_MAX_N else "small",
+        "feasibility": feasibility,
+        **stats,
+    }
     run = {"stats": stats}
     if return_prices:
         if prep["plan"].N > _BLOCK_MAX_N:

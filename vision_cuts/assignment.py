@@ -231,7 +231,11 @@ def linear_sum_assignment_batched(
         sweeps of the global updates), ``list_builds``, ``list_fallbacks``,
         ``settles`` and ``settle_frees`` (the price floor of rectangular problems),
         ``whole_rows`` (rows whose ties outgrew their candidate list),
-        ``ms`` and ``per_phase`` (the same counters and the time of every phase).
+        ``ms`` and ``per_phase`` (the same counters and the time of every phase),
+        and ``feasibility``, how a stack with forbidden pairs was shown feasible
+        ("diagonal": a finite diagonal in its first or last columns, such as a
+        dummy column per row; "matching": a maximum matching on the GPU; "none":
+        no forbidden pairs).
 
     Raises
     ------

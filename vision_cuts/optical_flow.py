@@ -84,10 +84,16 @@ _FB_MAX_ERROR = 0.5  # px, forward-backward check
 _MAX_DEVIATION = 1.0  # px a refined vector may differ from its neighbours' median
 _AUTO_TILE_PAIRS = 2**22  # n * m above which the assignment is tiled
 _OVERDETECT = 4  # keypoints detected per wanted feature, before spreading
+#: ORB pyramid levels: one. Consecutive frames differ little in scale, and
+#: single-scale keypoints are better placed (measured on the Middlebury sequences:
+#: more matches and a lower sparse EPE than 8 or 3 levels, BENCHMARKS.md), and
+#: detection is 2-5x faster.
+_ORB_LEVELS = 1
 _PER_CELL = 4  # wanted features per spreading cell
 _WARM_RADIUS = 12.0  # px around the motion predicted from the previous frame pair
 _WARM_MIN_MATCHES = 50  # fewer matches in the previous pair: no warm start
 _FUSE_WINDOW = 9  # px, the square over which dense proposals' warping errors are summed
+_COLOUR_SIGMA = 12.0  # grey levels, colour weight of the dense interpolation
 
 
 class FlowResult(NamedTuple):
@@ -178,7 +184,7 @@ def _features(grey: np.ndarray, detector: str, max_features: int) -> _Features:
 
     pool = _OVERDETECT * max_features
     if detector == "orb":
-        algo = cv2.ORB_create(nfeatures=pool, fastThreshold=5)
+        algo = cv2.ORB_create(nfeatures=pool, fastThreshold=5, nlevels=_ORB_LEVELS)
     else:
         algo = cv2.SIFT_create(nfeatures=pool, contrastThreshold=0.01)
     empty = _Features(
@@ -189,18 +195,29 @@ def _features(grey: np.ndarray, detector: str, max_features: int) -> _Features:
     keypoints = algo.detect(grey, None)
     if len(keypoints) == 0:
         return empty
-    pts = np.array([k.pt for k in keypoints], np.float32)
+    pts = cv2.KeyPoint_convert(keypoints).reshape(-1, 2).astype(np.float32)
     response = np.array([k.response for k in keypoints], np.float32)
     order = _spread(pts, response, grey.shape, max_features)
     keypoints, desc = algo.compute(grey, [keypoints[i] for i in order])
     if desc is None or len(keypoints) == 0:
         return empty
-    pts = np.array([k.pt for k in keypoints], np.float32)
+    pts = cv2.KeyPoint_convert(keypoints).reshape(-1, 2).astype(np.float32)
     if detector == "sift":
         d = desc.astype(np.float32)
         d /= np.linalg.norm(d, axis=1, keepdims=True) + 1e-12
         return _Features(pts, d, False)
     return _Features(pts, np.ascontiguousarray(desc), True)
+
+
+def _features_of_pair(grey0, grey1, detector: str, max_features: int) -> tuple:
+    """The features of both frames of a pair (see :func:`_as_first`), the second
+    frame's detected on a worker thread (OpenCV releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-detect") as pool:
+        second = pool.submit(_features, grey1, detector, max_features)
+        f0 = _as_first(_features(grey0, detector, max_features), grey0.shape)
+        return f0, second.result()
 
 
 def _as_first(feats: _Features, shape: tuple) -> _Features:
@@ -280,6 +297,142 @@ def _candidates(f0, f1, pred, radius, weight):
     return rows, cols, cost
 
 
+class _Stack(NamedTuple):
+    """A batched assignment problem of candidate pairs (arrays of the solver's
+    array module)."""
+
+    costs: Any  # (G, n_max, m_max + n_max): pairs, inf elsewhere, a dummy per row
+    row_ids: Any  # (G, n_max) feature of frame 0 of every row slot (-1: none)
+    col_ids: Any  # (G, m_max) feature of frame 1 of every column slot
+    nrows: Any  # rows of each group
+    ncols: Any
+
+
+def _slots(group, index, size: int, G: int, xp) -> tuple:
+    """Number the distinct ``index`` values of every group in ascending order:
+    ``(slot of each entry, slots of each group, (G, most slots) index of each slot,
+    -1 where a group has fewer)``."""
+    taken = xp.zeros((G, size), bool)
+    taken[group, index] = True
+    slot = xp.cumsum(taken, axis=1) - 1
+    count = taken.sum(axis=1)
+    ids = xp.full((G, int(count.max())), -1, xp.int64)
+    tg, tj = xp.nonzero(taken)
+    ids[tg, slot[tg, tj]] = tj
+    return slot[group, index], count, ids
+
+
+def _build_stack(rows, cols, cost, gid, m, max_cost, xp) -> _Stack:
+    """Scatter the candidate pairs (arrays of ``xp``, where the stack is solved) into
+    a padded stack, one problem per group (``gid``: group of every feature of frame
+    0; rows in feature order, columns likewise)."""
+    G = int(gid.max()) + 1
+    g = gid[rows]
+    row_slot, nrows, row_ids = _slots(g, rows, len(gid), G, xp)
+    col_slot, ncols, col_ids = _slots(g, cols, m, G, xp)
+    n_max, m_max = row_ids.shape[1], col_ids.shape[1]
+    stack = xp.full((G, n_max, m_max + n_max), xp.inf, dtype=xp.float64)
+    stack[g, row_slot, col_slot] = cost
+    # every row i may stay unmatched through its own dummy column m_max + i
+    diag = xp.arange(n_max)
+    stack[:, diag, m_max + diag] = xp.where(
+        diag[None, :] < nrows[:, None], max_cost, 0.0
+    )
+    return _Stack(stack, row_ids, col_ids, nrows, ncols)
+
+
+def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None):
+    """The stack of one assignment pass on the CPU (see :func:`_build_stack`), or
+    None when no pair lies within ``radius`` (the synthetic cost families use it)."""
+    rows, cols, cost = _candidates(f0, f1, pred, radius, weight)
+    if len(rows) == 0:
+        return None
+    gid = _feature_groups(f0.points, tile)
+    return _build_stack(rows, cols, cost, gid, len(f1.points), max_cost, np)
+
+
+def _matches(st: _Stack, r, c, xp) -> tuple:
+    """``(rows, cols, costs)`` of the features matched by the solved stack, rows
+    ascending. A frame-1 feature reachable from two groups may be taken twice: the
+    cheaper match keeps it (the earlier on a tie), the other feature stays
+    unmatched."""
+    G = len(st.nrows)
+    g = xp.arange(G)[:, None]
+    picked = st.costs[g, r, c]
+    ok = (r < st.nrows[:, None]) & (c < st.ncols[:, None])
+    gi = xp.broadcast_to(g, r.shape)[ok]
+    rows, cols, costs = st.row_ids[gi, r[ok]], st.col_ids[gi, c[ok]], picked[ok]
+    if G > 1 and len(rows):
+        order = xp.lexsort(xp.stack([xp.arange(len(costs)), costs, cols]))
+        sc = cols[order]
+        first = xp.ones(len(sc), bool)
+        first[1:] = sc[1:] != sc[:-1]
+        keep = xp.sort(order[first])
+        rows, cols, costs = rows[keep], cols[keep], costs[keep]
+    order = xp.argsort(rows)  # the rows are distinct
+    return rows[order], cols[order], costs[order]
+
+
+class _Matcher:
+    """The assignment passes of one frame pair on its backend: the features are
+    uploaded once (GPU), then the candidate pairs, cost stacks, solves and the
+    neighbourhood medians run where the backend is, with results on it."""
+
+    def __init__(self, f0: _Features, f1: _Features, params: _Params) -> None:
+        self.f0, self.f1, self.p = f0, f1, params
+        self.gpu = params.backend == "gpu"
+        n, m = len(f0.points), len(f1.points)
+        tile = params.tile_size
+        if tile is None and n * m > _AUTO_TILE_PAIRS:
+            tile = 128
+        gid = _feature_groups(f0.points, tile)
+        if self.gpu:
+            from . import _optical_flow_gpu as dev
+
+            self.dev = dev
+            self.xp = dev.array_module()
+            self.d0 = dev.upload(f0.points, f0.desc, f0.binary)
+            self.d1 = dev.upload(f1.points, f1.desc, f1.binary)
+            self.points0, self.points1 = self.d0.points, self.d1.points
+        else:
+            self.xp = np
+            self.points0, self.points1 = f0.points, f1.points
+        self.gid = self.xp.asarray(gid)
+
+    def empty(self) -> tuple:
+        xp = self.xp
+        return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64), xp.zeros(0, xp.float64)
+
+    def assign(self, pred, radius: float) -> tuple:
+        """One pass: ``(rows, cols, costs)`` of the matched pairs, on the backend."""
+        p, xp = self.p, self.xp
+        if len(self.f0.points) == 0 or len(self.f1.points) == 0:
+            return self.empty()
+        if self.gpu:
+            nbits = 8 * self.f0.desc.shape[1] if self.f0.binary else 0
+            rows, cols, cost = self.dev.pair_costs(
+                self.d0, self.d1, pred, radius, p.displacement_weight, nbits
+            )
+        else:
+            rows, cols, cost = _candidates(
+                self.f0, self.f1, pred, radius, p.displacement_weight
+            )
+        if len(rows) == 0:
+            return self.empty()
+        m = len(self.f1.points)
+        st = _build_stack(rows, cols, cost, self.gid, m, p.max_cost, xp)
+        r, c = linear_sum_assignment_batched(st.costs, backend=p.backend)
+        return _matches(st, r, c, xp)
+
+    def predict(self, rows, cols):
+        """Motion of every feature of frame 0 predicted from the matches."""
+        vec = self.points1[cols] - self.points0[rows]
+        return self.median_near(self.points0[rows], vec, self.points0)
+
+    def median_near(self, sources, vectors, queries):
+        return _median_near(sources, vectors, queries, self.gpu)
+
+
 def _feature_groups(points, tile):
     """Group of every feature of ``frame0``: one group, or the ``tile`` px square it
     lies in (numbered 0, 1, ... in the order of the squares)."""
@@ -289,104 +442,16 @@ def _feature_groups(points, tile):
     return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
-class _Stack(NamedTuple):
-    """A batched assignment problem of candidate pairs."""
+def _median_near(sources, vectors, queries, gpu: bool = False):
+    """Median of the vectors of the ``_NEIGHBOURS`` sources nearest each query (on
+    the device with ``gpu``: CuPy arrays in and out)."""
+    k = min(_NEIGHBOURS, len(sources))
+    if gpu:
+        from . import _optical_flow_gpu as dev
 
-    costs: Any  # (G, n_max, m_max + n_max): pairs, inf elsewhere, a dummy per row
-    row_ids: np.ndarray  # (G, n_max) feature of frame 0 of every row slot (-1: none)
-    col_ids: np.ndarray  # (G, m_max) feature of frame 1 of every column slot
-    nrows: np.ndarray  # rows of each group
-    ncols: np.ndarray
-
-
-def _slots(group: np.ndarray, index: np.ndarray, size: int, G: int) -> tuple:
-    """Number the distinct ``index`` values of every group in ascending order:
-    ``(slot of each entry, slots of each group, (G, most slots) index of each slot,
-    -1 where a group has fewer)``."""
-    taken = np.zeros((G, size), bool)
-    taken[group, index] = True
-    slot = np.cumsum(taken, axis=1) - 1
-    count = taken.sum(axis=1)
-    ids = np.full((G, int(count.max())), -1, np.int64)
-    tg, tj = np.nonzero(taken)
-    ids[tg, slot[tg, tj]] = tj
-    return slot[group, index], count, ids
-
-
-def _build_stack(rows, cols, cost, gid, m, max_cost, xp) -> _Stack:
-    """Scatter the candidate pairs into a padded stack on the array module ``xp``,
-    one problem per group (``gid``: group of every feature of frame 0; rows in
-    feature order, columns likewise). Only the pairs travel, not the stack."""
-    G = int(gid.max()) + 1
-    g = gid[rows]
-    row_slot, nrows, row_ids = _slots(g, rows, len(gid), G)
-    col_slot, ncols, col_ids = _slots(g, cols, m, G)
-    n_max, m_max = row_ids.shape[1], col_ids.shape[1]
-    stack = xp.full((G, n_max, m_max + n_max), xp.inf, dtype=xp.float64)
-    stack[xp.asarray(g), xp.asarray(row_slot), xp.asarray(col_slot)] = xp.asarray(
-        cost, dtype=xp.float64
-    )
-    # every row i may stay unmatched through its own dummy column m_max + i
-    diag = xp.arange(n_max)
-    stack[:, diag, m_max + diag] = xp.where(
-        diag[None, :] < xp.asarray(nrows)[:, None], max_cost, 0.0
-    )
-    return _Stack(stack, row_ids, col_ids, nrows, ncols)
-
-
-def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None, xp=np):
-    """The batched problem of one assignment pass (see :func:`_build_stack`), or
-    None when no pair lies within ``radius``."""
-    rows, cols, cost = _candidates(f0, f1, pred, radius, weight)
-    if len(rows) == 0:
-        return None
-    gid = _feature_groups(f0.points, tile)
-    return _build_stack(rows, cols, cost, gid, len(f1.points), max_cost, xp)
-
-
-def _assign(f0, f1, pred, radius, weight, max_cost, tile, backend):
-    """One assignment pass: (rows, cols, costs) of the matched pairs; ``backend``
-    "cpu" or "gpu" (resolved)."""
-    n, m = len(f0.points), len(f1.points)
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-    if n == 0 or m == 0:
-        return empty
-    if tile is None and n * m > _AUTO_TILE_PAIRS:
-        tile = 128
-    xp = np
-    if backend == "gpu":
-        import cupy as xp  # the stack is built where it is solved
-    st = _cost_stack(f0, f1, pred, radius, weight, max_cost, tile, xp)
-    if st is None:
-        return empty
-    r, c = linear_sum_assignment_batched(st.costs, backend=backend)
-    g = xp.arange(len(st.nrows))[:, None]
-    picked = st.costs[g, r, c]
-    r, c, picked = to_numpy(r), to_numpy(c), to_numpy(picked)
-    ok = (r < st.nrows[:, None]) & (c < st.ncols[:, None])
-    gi = np.broadcast_to(np.arange(len(st.nrows))[:, None], r.shape)[ok]
-    rows, cols, costs = st.row_ids[gi, r[ok]], st.col_ids[gi, c[ok]], picked[ok]
-    if len(st.nrows) > 1 and len(rows):
-        # a frame-1 feature reachable from two tiles may be taken twice: the
-        # cheaper match keeps it, the other feature stays unmatched
-        order = np.argsort(costs, kind="stable")
-        _, first = np.unique(cols[order], return_index=True)
-        keep = np.sort(order[first])
-        rows, cols, costs = rows[keep], cols[keep], costs[keep]
-    order = np.argsort(rows, kind="stable")
-    return rows[order], cols[order], costs[order]
-
-
-def _predict(points: np.ndarray, rows, vectors) -> np.ndarray:
-    """Median vector of the nearest matches around every point."""
-    return _median_near(points[rows], vectors, points)
-
-
-def _median_near(sources: np.ndarray, vectors: np.ndarray, queries) -> np.ndarray:
-    """Median of the vectors of the ``_NEIGHBOURS`` sources nearest each query."""
+        return dev.knn_median(sources, vectors, queries, k)
     from scipy.spatial import cKDTree
 
-    k = min(_NEIGHBOURS, len(sources))
     _, idx = cKDTree(sources).query(queries, k=k)
     idx = np.asarray(idx).reshape(len(queries), k)
     return np.median(vectors[idx], axis=1)
@@ -433,7 +498,7 @@ def _refine(img0, img1, points, seeds):
 
 
 # --------------------------------------------------------------------------- dense
-def _interpolate(img0: np.ndarray, points, vectors, k: int = 16) -> np.ndarray:
+def _interpolate(img0: np.ndarray, points, vectors, k: int = 16, gpu=False):
     """Edge-aware interpolation of sparse vectors to every pixel.
 
     Each pixel averages its ``k`` nearest matches, weighted by a Gaussian of the
@@ -441,10 +506,11 @@ def _interpolate(img0: np.ndarray, points, vectors, k: int = 16) -> np.ndarray:
     colour difference between the pixel and the match (sigma 12 grey levels, on a
     smoothed image), a joint-bilateral simplification of EpicFlow's geodesic
     weights. Frames above 0.1 MP are interpolated on a half-resolution grid (2 x 2
-    block centres) and resized back.
+    block centres) and resized back. ``gpu``: the neighbours and weights are found
+    on the device (ties in distance may pick other neighbours than the CPU's k-d
+    tree).
     """
     import cv2
-    from scipy.spatial import cKDTree
 
     h, w = img0.shape[:2]
     if len(points) == 0:
@@ -460,33 +526,49 @@ def _interpolate(img0: np.ndarray, points, vectors, k: int = 16) -> np.ndarray:
         gh, gw = h // 2, w // 2
         grid = cv2.resize(smooth, (gw, gh), interpolation=cv2.INTER_AREA)
         grid = grid.reshape(gh, gw, -1)
-        yy, xx = np.mgrid[0:gh, 0:gw] * 2.0 + 0.5  # centres of the 2 x 2 blocks
+        step, offset = 2.0, 0.5  # centres of the 2 x 2 blocks
     else:
         gh, gw, grid = h, w, smooth
-        yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+        step, offset = 1.0, 0.0
+    if gpu:
+        from . import _optical_flow_gpu as dev
+
+        out = dev.interpolate(
+            points, vectors, col_match, grid, step, offset, k, _COLOUR_SIGMA
+        )
+    else:
+        out = _interpolate_cpu(points, vectors, col_match, grid, step, offset, k)
+    if half:
+        out = cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR)
+    return out
+
+
+def _interpolate_cpu(points, vectors, col_match, grid, step, offset, k):
+    """The weighted average of :func:`_interpolate` on the CPU: (gh, gw, 2)."""
+    from scipy.spatial import cKDTree
+
+    gh, gw, channels = grid.shape
+    yy, xx = np.mgrid[0:gh, 0:gw] * step + offset
     pix = np.stack([xx.ravel(), yy.ravel()], axis=1)
     dist, idx = cKDTree(points).query(pix, k=k)
     dist = np.asarray(dist, np.float32).reshape(-1, k)
     idx = np.asarray(idx).reshape(-1, k)
-    col_pix = grid.reshape(-1, grid.shape[-1])
-    channels = col_pix.shape[-1]
+    col_pix = grid.reshape(-1, channels)
     out = np.empty((gh * gw, 2), np.float32)
-    step = 65536
-    for s in range(0, gh * gw, step):
-        d = dist[s : s + step]
+    chunk = 65536
+    for s in range(0, gh * gw, chunk):
+        d = dist[s : s + chunk]
         scale = d[:, :1] + 10.0
-        dc = col_match[idx[s : s + step]] - col_pix[s : s + step, None, :]
+        dc = col_match[idx[s : s + chunk]] - col_pix[s : s + chunk, None, :]
         wgt = np.exp(
-            -0.5 * (d / scale) ** 2 - 0.5 * (dc**2).sum(-1) / (12.0**2 * channels)
+            -0.5 * (d / scale) ** 2
+            - 0.5 * (dc**2).sum(-1) / (_COLOUR_SIGMA**2 * channels)
         )
         wgt += 1e-12
-        out[s : s + step] = (wgt[..., None] * vectors[idx[s : s + step]]).sum(
+        out[s : s + chunk] = (wgt[..., None] * vectors[idx[s : s + chunk]]).sum(
             1
         ) / wgt.sum(1)[:, None]
-    out = out.reshape(gh, gw, 2)
-    if half:
-        out = cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR)
-    return out
+    return out.reshape(gh, gw, 2)
 
 
 def _warp_error(img0, img1, flow) -> np.ndarray:
@@ -509,29 +591,55 @@ def _warp_error(img0, img1, flow) -> np.ndarray:
 
 def _fuse(img0, img1, proposals) -> np.ndarray:
     """Per pixel, the proposal whose warping error summed over a
-    ``_FUSE_WINDOW`` square is smallest (a fusion of flow fields; Lempitsky et al.
-    2010 fuse by graph cuts, which measured no better here)."""
+    ``_FUSE_WINDOW`` square is smallest (the first on a tie; a fusion of flow
+    fields; Lempitsky et al. 2010 fuse by graph cuts, which measured no better
+    here)."""
     import cv2
 
     win = (_FUSE_WINDOW, _FUSE_WINDOW)
-    errs = np.stack(
-        [cv2.boxFilter(_warp_error(img0, img1, f), -1, win) for f in proposals]
-    )
-    pick = np.argmin(errs, axis=0)
-    return np.take_along_axis(np.stack(proposals), pick[None, ..., None], 0)[0]
+    best, best_err = proposals[0], None
+    for f in proposals:
+        err = cv2.boxFilter(_warp_error(img0, img1, f), -1, win)
+        if best_err is None:
+            best_err = err
+            continue
+        better = err < best_err
+        best = np.where(better[..., None], f, best)
+        best_err = np.minimum(err, best_err)
+    return best
 
 
-def _dense(img0, img1, grey0, grey1, points, vectors) -> np.ndarray:
-    """Dense flow: the matches interpolated edge-aware and refined variationally,
-    fused with DIS's flow (``cv2.DISOpticalFlow``, medium preset) by the smaller
-    local warping error, then refined variationally once more at full size."""
+def _start_dis(grey0, grey1):
+    """DIS flow (``cv2.DISOpticalFlow``, medium preset) from ``grey0`` to ``grey1``,
+    computed on a worker thread (OpenCV releases the GIL): its future, or None for
+    frames below DIS's patch size."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import cv2
 
-    ours = _variational(grey0, grey1, _interpolate(img0, points, vectors))
-    if min(grey0.shape) < 16:  # below DIS's patch size
+    if min(grey0.shape) < 16:
+        return None
+
+    def run():
+        dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+        return dis.calc(grey0, grey1, None)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-dis")
+    future = pool.submit(run)
+    pool.shutdown(wait=False)  # the thread ends when ``run`` returns
+    return future
+
+
+def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis):
+    """Dense flow: the matches interpolated edge-aware and refined variationally,
+    fused with DIS's flow (``dis``: its future from :func:`_start_dis`) by the
+    smaller local warping error, then refined variationally once more at full
+    size."""
+    ours = _variational(grey0, grey1, _interpolate(img0, points, vectors, gpu=gpu))
+    if dis is None:  # below DIS's patch size
         return ours
-    dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
-    fused = _fuse(img0, img1, [ours, dis.calc(grey0, grey1, None)])
+    other = dis.result()
+    fused = _fuse(img0, img1, [ours, other])
     return _variational(grey0, grey1, fused, levels=1)
 
 
@@ -635,30 +743,23 @@ def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, pr
     motion of every feature of ``f0`` (warm start from the previous frame pair), or
     None for the global pass within ``search_radius``."""
     p = params
+    # DIS, one of the dense proposals, needs only the frames: it runs on a worker
+    # thread (OpenCV releases the GIL) while the matches are found
+    dis = _start_dis(grey0, grey1) if dense else None
+    matcher = _Matcher(f0, f1, p)
     if init is None:
         pred, radius = np.zeros_like(f0.points), p.search_radius
     else:
         pred, radius = init, _WARM_RADIUS
-    rows, cols, costs = _assign(
-        f0, f1, pred, radius, p.displacement_weight, p.max_cost, p.tile_size, p.backend
-    )
+    rows, cols, costs = matcher.assign(pred, radius)
     progress()
     for _ in range(p.local_passes):
-        if len(rows) == 0:
-            progress()
-            continue
-        pred = _predict(f0.points, rows, f1.points[cols] - f0.points[rows])
-        rows, cols, costs = _assign(
-            f0,
-            f1,
-            pred,
-            p.local_radius,
-            p.displacement_weight,
-            p.max_cost,
-            p.tile_size,
-            p.backend,
-        )
+        if len(rows):
+            rows, cols, costs = matcher.assign(
+                matcher.predict(rows, cols), p.local_radius
+            )
         progress()
+    rows, cols, costs = to_numpy(rows), to_numpy(cols), to_numpy(costs)
     points = f0.points[rows]
     targets = f1.points[cols]
     if refine and len(rows):
@@ -668,7 +769,7 @@ def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, pr
             # local consistency: a refined vector far from the median of its
             # neighbours' is a wrong match that the refinement made self-consistent
             vec = targets - points
-            pred = _predict(points, np.arange(len(points)), vec)
+            pred = to_numpy(matcher.median_near(points, vec, points))
             ok = np.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
             points, targets, costs = points[ok], targets[ok], costs[ok]
     vectors = (targets - points).astype(np.float32)
@@ -681,7 +782,7 @@ def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, pr
     )
     flow = None
     if dense:
-        flow = _dense(img0, img1, grey0, grey1, points, vectors)
+        flow = _dense(img0, img1, grey0, grey1, points, vectors, matcher.gpu, dis)
         progress()
     return FlowResult(
         points.astype(np.float32).reshape(-1, 2),
@@ -818,8 +919,7 @@ def optical_flow(
     params = params._replace(backend=resolve_backend(backend, frame0, frame1))
     progress = _Steps(callback, 3 + params.local_passes + int(dense))
     grey0, grey1 = _grey(img0), _grey(img1)
-    f0 = _as_first(_features(grey0, detector, params.max_features), grey0.shape)
-    f1 = _features(grey1, detector, params.max_features)
+    f0, f1 = _features_of_pair(grey0, grey1, detector, params.max_features)
     progress()
     result = _flow_pair(
         img0, img1, grey0, grey1, f0, f1, params, dense, refine, None, progress
@@ -943,7 +1043,14 @@ def optical_flow_frames(
                 and prev is not None
                 and len(prev.points) >= _WARM_MIN_MATCHES
             ):
-                init = _median_near(prev.points + prev.vectors, prev.vectors, f0.points)
+                init = to_numpy(
+                    _median_near(
+                        prev.points + prev.vectors,
+                        prev.vectors,
+                        f0.points,
+                        params.backend == "gpu",
+                    )
+                )
             steps = _Steps(None, 0)
             args = (img0, img1, grey0, grey1, f0, feat1, params, dense, refine)
             res = _flow_pair(*args, init, steps)
