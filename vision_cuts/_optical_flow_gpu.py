@@ -18,10 +18,14 @@ from ._kernels import get_kernel, get_module
 __all__ = [
     "DeviceFeatures",
     "array_module",
+    "dense",
+    "fuse",
     "interpolate",
     "knn_median",
     "pair_costs",
+    "resize_flow",
     "upload",
+    "variational",
 ]
 
 _KMAX = 16  # largest neighbour count of the kernels (KMAX)
@@ -128,10 +132,11 @@ def interpolate(
     offset: float,
     k: int,
     sigma_colour: float,
-) -> np.ndarray:
+    to_host: bool = True,
+) -> Any:
     """Edge-aware interpolation on a (gh, gw) grid of pixel centres ``(step * x +
     offset, step * y + offset)`` (see ``optical_flow._interpolate``): (gh, gw, 2)
-    float32, returned to the host."""
+    float32, returned to the host unless ``to_host`` is False."""
     cp = _cp()
     if not 1 <= k <= _KMAX:
         raise ValueError(f"k must be in [1, {_KMAX}], got {k}")
@@ -158,9 +163,199 @@ def interpolate(
             out,
         ),
     )
-    return cp.asnumpy(out)
+    return cp.asnumpy(out) if to_host else out
 
 
 def array_module() -> Any:
     """CuPy (the array module of the device stages)."""
     return _cp()
+
+
+# ------------------------------------------------------------------ dense stages
+#: Parameters of the variational refinement: OpenCV's VariationalRefinement defaults
+#: (smoothness alpha, gradient constancy gamma, colour constancy delta, the
+#: normalisation zeta, the robust epsilon, the over-relaxation omega).
+VR_PARAMS = {
+    "alpha": 20.0,
+    "gamma": 10.0,
+    "delta": 5.0,
+    "zeta": 0.1,
+    "eps": 0.001,
+    "omega": 1.6,
+}
+
+
+def _vr() -> Any:
+    return get_module("variational_flow.cu")
+
+
+def _launch(name: str, h: int, w: int, args: tuple, half_rows: bool = False) -> None:
+    bx, by = 32, 8
+    cols = (w + 1) // 2 if half_rows else w
+    get_kernel(_vr(), name)(
+        ((cols + bx - 1) // bx, (h + by - 1) // by, 1), (bx, by, 1), args
+    )
+
+
+def variational(
+    grey0: Any, grey1: Any, flow: Any, fixed_point: int = 5, sor: int = 5
+) -> Any:
+    """Variational refinement of ``flow`` ((h, w, 2) float32) between the grey
+    frames (float32, 0..255), all on the device (``kernels/variational_flow.cu``
+    documents the energy): the refined (h, w, 2) float32 field."""
+    cp = _cp()
+    h, w = grey0.shape
+    hh, ww = np.int32(h), np.int32(w)
+    flow = cp.ascontiguousarray(flow, dtype=cp.float32)
+    d = cp.empty((8, h, w), dtype=cp.float32)  # ix iy iz ixx ixy iyy ixz iyz
+    avg = cp.empty((h, w), dtype=cp.float32)
+    _launch("vr_warp_average", h, w, (grey0, grey1, flow, hh, ww, avg, d[2]))
+    _launch("vr_first_order", h, w, (avg, d[2], hh, ww, d[0], d[1], d[6], d[7]))
+    _launch("vr_second_order", h, w, (d[0], d[1], hh, ww, d[3], d[4], d[5]))
+    du = cp.zeros((h, w), dtype=cp.float32)
+    dv = cp.zeros((h, w), dtype=cp.float32)
+    system = cp.empty((6, h, w), dtype=cp.float32)
+    p = {k: np.float32(v) for k, v in VR_PARAMS.items()}
+    for _ in range(fixed_point):
+        _launch(
+            "vr_terms",
+            h,
+            w,
+            (
+                d,
+                flow,
+                du,
+                dv,
+                hh,
+                ww,
+                p["alpha"],
+                p["gamma"],
+                p["delta"],
+                p["zeta"],
+                p["eps"],
+                system,
+            ),
+        )
+        _launch("vr_smoothness", h, w, (flow, hh, ww, system))
+        for _ in range(sor):
+            for parity in (0, 1):
+                _launch(
+                    "vr_sor",
+                    h,
+                    w,
+                    (system, hh, ww, np.int32(parity), p["omega"], du, dv),
+                    half_rows=True,
+                )
+    out = cp.empty_like(flow)
+    _launch("vr_add", h, w, (flow, du, dv, hh, ww, out))
+    return out
+
+
+def resize_flow(flow: Any, h: int, w: int, scale: float = 1.0) -> Any:
+    """Bilinear resize of an (sh, sw, 2) flow field to (h, w, 2), times ``scale``."""
+    cp = _cp()
+    flow = cp.ascontiguousarray(flow, dtype=cp.float32)
+    sh, sw = flow.shape[:2]
+    out = cp.empty((h, w, 2), dtype=cp.float32)
+    _launch(
+        "flow_resize",
+        h,
+        w,
+        (
+            flow,
+            np.int32(sh),
+            np.int32(sw),
+            np.int32(h),
+            np.int32(w),
+            np.float32(scale),
+            out,
+        ),
+    )
+    return out
+
+
+def fuse(img0: Any, img1: Any, proposals: list, window: int) -> Any:
+    """Per pixel, the proposal whose warping error summed over a ``window`` square
+    is smallest (the first on a tie), on the device; frames uint8 (h, w, C)."""
+    cp = _cp()
+    from cupyx.scipy import ndimage
+
+    h, w = img0.shape[:2]
+    channels = 1 if img0.ndim == 2 else img0.shape[2]
+    best, best_err = proposals[0], None
+    for f in proposals:
+        f = cp.ascontiguousarray(f, dtype=cp.float32)
+        err = cp.empty((h, w), dtype=cp.float32)
+        _launch(
+            "warp_error",
+            h,
+            w,
+            (img0, img1, f, np.int32(h), np.int32(w), np.int32(channels), err),
+        )
+        # a box sum with mirrored borders, as cv2.boxFilter's default
+        err = ndimage.uniform_filter(err, size=window, mode="mirror")
+        if best_err is None:
+            best, best_err = f, err
+            continue
+        better = err < best_err
+        best = cp.where(better[..., None], f, best)
+        best_err = cp.minimum(err, best_err)
+    return best
+
+
+def _pyramid_refine(
+    grey0: np.ndarray, grey1: np.ndarray, full0: Any, full1: Any, flow: Any, levels: int
+) -> Any:
+    """Coarse-to-fine variational refinement (``optical_flow._variational`` on the
+    device): the frames' levels are resized on the host (cv2, INTER_AREA) and
+    uploaded; ``full0`` and ``full1`` are the full-size frames on the device."""
+    import cv2
+
+    cp = _cp()
+    h, w = grey0.shape
+    for level in range(levels - 1, -1, -1):
+        f = 0.5**level
+        sw, sh = max(1, round(w * f)), max(1, round(h * f))
+        if sw < 8 or sh < 8:
+            continue
+        if level:
+            g0 = cp.asarray(
+                cv2.resize(grey0, (sw, sh), interpolation=cv2.INTER_AREA),
+                dtype=cp.float32,
+            )
+            g1 = cp.asarray(
+                cv2.resize(grey1, (sw, sh), interpolation=cv2.INTER_AREA),
+                dtype=cp.float32,
+            )
+            small = variational(g0, g1, resize_flow(flow, sh, sw, f))
+            flow = resize_flow(small, h, w, 1.0 / f)
+        else:
+            flow = variational(full0, full1, flow)
+    return flow
+
+
+def dense(
+    img0: np.ndarray,
+    img1: np.ndarray,
+    grey0: np.ndarray,
+    grey1: np.ndarray,
+    initial: Any,
+    other: np.ndarray | None,
+    window: int,
+) -> np.ndarray:
+    """The dense stages of ``optical_flow._dense`` on the device: ``initial`` (the
+    interpolated matches, (h, w, 2) on the device) refined coarse to fine, fused with
+    ``other`` (DIS's field, host) by the smaller ``window`` warping error, refined
+    once more at full size; returned to the host."""
+    cp = _cp()
+    full0 = cp.asarray(grey0, dtype=cp.float32)
+    full1 = cp.asarray(grey1, dtype=cp.float32)
+    ours = _pyramid_refine(grey0, grey1, full0, full1, initial, 3)
+    if other is None:
+        return cp.asnumpy(ours)
+    frames = (
+        cp.ascontiguousarray(cp.asarray(img0)),
+        cp.ascontiguousarray(cp.asarray(img1)),
+    )
+    fused = fuse(*frames, [ours, cp.asarray(other)], window)
+    return cp.asnumpy(variational(full0, full1, fused))

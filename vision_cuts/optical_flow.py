@@ -82,7 +82,8 @@ _LK_WINDOW = 15
 _LK_MAX_SHIFT = 3.0  # px a refined match may move away from its seed
 _FB_MAX_ERROR = 0.5  # px, forward-backward check
 _MAX_DEVIATION = 1.0  # px a refined vector may differ from its neighbours' median
-_AUTO_TILE_PAIRS = 2**22  # n * m above which the assignment is tiled
+_AUTO_TILE_PAIRS = 2**22  # n * m above which the assignment is split into groups
+_GROUP_ROWS = 256  # most features of frame 0 in one group of a split assignment
 _OVERDETECT = 4  # keypoints detected per wanted feature, before spreading
 #: ORB pyramid levels: one. Consecutive frames differ little in scale, and
 #: single-scale keypoints are better placed (measured on the Middlebury sequences:
@@ -383,9 +384,8 @@ class _Matcher:
         self.gpu = params.backend == "gpu"
         n, m = len(f0.points), len(f1.points)
         tile = params.tile_size
-        if tile is None and n * m > _AUTO_TILE_PAIRS:
-            tile = 128
-        gid = _feature_groups(f0.points, tile)
+        size = _GROUP_ROWS if n * m > _AUTO_TILE_PAIRS else None
+        gid = _feature_groups(f0.points, tile, size)
         if self.gpu:
             from . import _optical_flow_gpu as dev
 
@@ -433,13 +433,33 @@ class _Matcher:
         return _median_near(sources, vectors, queries, self.gpu)
 
 
-def _feature_groups(points, tile):
-    """Group of every feature of ``frame0``: one group, or the ``tile`` px square it
-    lies in (numbered 0, 1, ... in the order of the squares)."""
-    if tile is None:
-        return np.zeros(len(points), np.int64)
-    key = (points[:, 1] // tile).astype(np.int64) * 1_000_003 + (points[:, 0] // tile)
-    return np.unique(key, return_inverse=True)[1].reshape(-1)
+def _feature_groups(points, tile, size=None):
+    """Group of every feature of ``frame0``: the ``tile`` px square it lies in
+    (numbered 0, 1, ... in the order of the squares), else the cell of a balanced
+    split into groups of at most ``size`` features, else one group."""
+    if tile is not None:
+        key = (points[:, 1] // tile).astype(np.int64) * 1_000_003 + (
+            points[:, 0] // tile
+        )
+        return np.unique(key, return_inverse=True)[1].reshape(-1)
+    gid = np.zeros(len(points), np.int64)
+    if size is None or len(points) <= size:
+        return gid
+    # k-d split: halve every cell across its longer side until it holds <= size
+    todo, done = [np.arange(len(points))], []
+    while todo:
+        idx = todo.pop()
+        if len(idx) <= size:
+            done.append(idx)
+            continue
+        p = points[idx]
+        axis = int(np.ptp(p[:, 1]) > np.ptp(p[:, 0]))
+        order = idx[np.argsort(p[:, axis], kind="stable")]
+        half = len(idx) // 2
+        todo += [order[half:], order[:half]]
+    for g, idx in enumerate(done):
+        gid[idx] = g
+    return gid
 
 
 def _median_near(sources, vectors, queries, gpu: bool = False):
@@ -508,13 +528,18 @@ def _interpolate(img0: np.ndarray, points, vectors, k: int = 16, gpu=False):
     weights. Frames above 0.1 MP are interpolated on a half-resolution grid (2 x 2
     block centres) and resized back. ``gpu``: the neighbours and weights are found
     on the device (ties in distance may pick other neighbours than the CPU's k-d
-    tree).
+    tree) and the field stays there (a CuPy array).
     """
     import cv2
 
     h, w = img0.shape[:2]
     if len(points) == 0:
-        return np.zeros((h, w, 2), np.float32)
+        out = np.zeros((h, w, 2), np.float32)
+        if gpu:
+            from . import _optical_flow_gpu as dev
+
+            return dev.array_module().asarray(out)
+        return out
     k = min(k, len(points))
     smooth = cv2.GaussianBlur(img0, (0, 0), 1.5).astype(np.float32)
     if smooth.ndim == 2:
@@ -534,10 +559,10 @@ def _interpolate(img0: np.ndarray, points, vectors, k: int = 16, gpu=False):
         from . import _optical_flow_gpu as dev
 
         out = dev.interpolate(
-            points, vectors, col_match, grid, step, offset, k, _COLOUR_SIGMA
+            points, vectors, col_match, grid, step, offset, k, _COLOUR_SIGMA, False
         )
-    else:
-        out = _interpolate_cpu(points, vectors, col_match, grid, step, offset, k)
+        return dev.resize_flow(out, h, w) if half else out
+    out = _interpolate_cpu(points, vectors, col_match, grid, step, offset, k)
     if half:
         out = cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR)
     return out
@@ -634,12 +659,19 @@ def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis):
     """Dense flow: the matches interpolated edge-aware and refined variationally,
     fused with DIS's flow (``dis``: its future from :func:`_start_dis`) by the
     smaller local warping error, then refined variationally once more at full
-    size."""
-    ours = _variational(grey0, grey1, _interpolate(img0, points, vectors, gpu=gpu))
+    size. ``gpu``: everything but DIS on the device (its own variational
+    refinement, ``kernels/variational_flow.cu``), one upload of the frames and one
+    download of the field."""
+    init = _interpolate(img0, points, vectors, gpu=gpu)
+    if gpu:
+        from . import _optical_flow_gpu as dev
+
+        other = None if dis is None else dis.result()
+        return dev.dense(img0, img1, grey0, grey1, init, other, _FUSE_WINDOW)
+    ours = _variational(grey0, grey1, init)
     if dis is None:  # below DIS's patch size
         return ours
-    other = dis.result()
-    fused = _fuse(img0, img1, [ours, other])
+    fused = _fuse(img0, img1, [ours, dis.result()])
     return _variational(grey0, grey1, fused, levels=1)
 
 
