@@ -137,6 +137,38 @@ def test_assignment_pass_is_optimal(pair, backend):
     np.testing.assert_allclose(costs, full[rows, cols], rtol=1e-6)
 
 
+@pytest.mark.parametrize("nbytes", [32, 5])
+def test_compiled_candidates_against_a_kd_tree(rng, nbytes):
+    """The compiled grid search finds exactly the pairs a k-d tree finds, with the
+    same costs (predictions that leave the image included)."""
+    from scipy.spatial import cKDTree
+
+    from vision_cuts._optical_flow_cpu import pair_costs
+
+    n, m, radius = 700, 650, 25.0
+    p0 = (rng.random((n, 2)) * [300, 200]).astype(np.float32)
+    p1 = (rng.random((m, 2)) * [300, 200]).astype(np.float32)
+    d0 = rng.integers(0, 256, (n, nbytes), dtype=np.uint8)
+    d1 = rng.integers(0, 256, (m, nbytes), dtype=np.uint8)
+    pred = rng.normal(0, 20, (n, 2)).astype(np.float32)
+    near = cKDTree(p0 + pred).sparse_distance_matrix(
+        cKDTree(p1), radius, output_type="ndarray"
+    )
+    a = flow_mod._Features(p0, d0, True)
+    b = flow_mod._Features(p1, d1, True)
+    want = flow_mod._descriptor_distance(a, near["i"], b, near["j"])
+    want = want + 0.2 * near["v"] / radius
+    rows, cols, costs = pair_costs(p0, pred, p1, d0, d1, radius, 0.2)
+    assert np.all(np.diff(rows) >= 0)
+    key, key_want = rows * m + cols, near["i"].astype(np.int64) * m + near["j"]
+    np.testing.assert_array_equal(np.sort(key), np.sort(key_want))
+    np.testing.assert_allclose(
+        costs[np.argsort(key)], want[np.argsort(key_want)], rtol=1e-12
+    )
+    empty = pair_costs(p0[:0], pred[:0], p1, d0[:0], d1, radius, 0.2)
+    assert all(len(x) == 0 for x in empty)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", [None, 40])
 def test_device_pass_matches_cpu_pass(pair, tile):

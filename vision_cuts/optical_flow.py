@@ -285,7 +285,13 @@ def _descriptor_distance(f0: _Features, rows, f1: _Features, cols) -> np.ndarray
 # --------------------------------------------------------------------------- assignment
 def _candidates(f0, f1, pred, radius, weight):
     """Every pair within ``radius`` of the predicted position: ``(rows, cols,
-    costs)``, cost = descriptor distance + weight * distance / radius."""
+    costs)``, cost = descriptor distance + weight * distance / radius (binary
+    descriptors: a compiled grid search, ``_optical_flow_cpu``; float ones: a k-d
+    tree)."""
+    if f0.binary:
+        from ._optical_flow_cpu import pair_costs
+
+        return pair_costs(f0.points, pred, f1.points, f0.desc, f1.desc, radius, weight)
     from scipy.spatial import cKDTree
 
     target = f0.points + pred

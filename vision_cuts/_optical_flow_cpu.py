@@ -1,0 +1,131 @@
+"""CPU stages of the optical flow pipeline compiled with numba.
+
+:func:`pair_costs` finds the candidate pairs of one assignment pass for binary
+descriptors: the features of frame 1 are binned into square cells of the search
+radius, every feature of frame 0 visits the 3 x 3 cells around its predicted position,
+and each pair within the radius gets the cost of ``optical_flow._candidates`` (the
+fraction of differing bits plus the displacement penalty; the popcount on 64-bit
+words). One pass counts the pairs of every row, a second writes them, so the output
+is allocated once.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+__all__ = ["pair_costs"]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + (
+        (x >> np.uint64(2)) & np.uint64(0x3333333333333333)
+    )
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan(
+    p0,
+    pred,
+    p1,
+    d0,
+    d1,
+    nbits,
+    radius,
+    weight,
+    order,
+    start,
+    gw,
+    gh,
+    counts,
+    rows,
+    cols,
+    costs,
+):
+    """Count (``counts`` given, ``rows`` empty) or write the pairs of every row."""
+    n = p0.shape[0]
+    words = d0.shape[1]
+    r2 = radius * radius
+    write = rows.shape[0] > 0
+    for i in range(n):
+        tx = np.float32(p0[i, 0] + pred[i, 0])
+        ty = np.float32(p0[i, 1] + pred[i, 1])
+        cx = int(np.floor(tx / radius))
+        cy = int(np.floor(ty / radius))
+        k = counts[i] if write else 0
+        c = 0
+        for yy in range(max(cy - 1, 0), min(cy + 2, gh)):
+            for xx in range(max(cx - 1, 0), min(cx + 2, gw)):
+                cell = yy * gw + xx
+                for s in range(start[cell], start[cell + 1]):
+                    j = order[s]
+                    dx = np.float64(p1[j, 0]) - np.float64(tx)
+                    dy = np.float64(p1[j, 1]) - np.float64(ty)
+                    dd = dx * dx + dy * dy
+                    if dd > r2:
+                        continue
+                    if write:
+                        ones = 0
+                        for w in range(words):
+                            ones += _popcount(d0[i, w] ^ d1[j, w])
+                        desc = np.float32(ones) / np.float32(nbits)
+                        rows[k + c] = i
+                        cols[k + c] = j
+                        costs[k + c] = np.float64(desc) + weight * np.sqrt(dd) / radius
+                    c += 1
+        if not write:
+            counts[i] = c
+
+
+def pair_costs(p0, pred, p1, desc0, desc1, radius: float, weight: float) -> tuple:
+    """Every pair within ``radius`` of the predicted position, for packed binary
+    descriptors (uint8 rows): ``(rows, cols, costs)`` (int64, int64, float64),
+    rows ascending."""
+    nbits = 8 * desc0.shape[1]
+    pad = (-desc0.shape[1]) % 8
+    d0 = np.ascontiguousarray(np.pad(desc0, ((0, 0), (0, pad)))).view(np.uint64)
+    d1 = np.ascontiguousarray(np.pad(desc1, ((0, 0), (0, pad)))).view(np.uint64)
+    p0 = np.ascontiguousarray(p0, np.float32)
+    pred = np.ascontiguousarray(pred, np.float32)
+    p1 = np.ascontiguousarray(p1, np.float32)
+    # frame-1 features binned into cells of the radius (negative positions, which a
+    # prediction may give, fall outside the grid and are never candidates)
+    cx = np.floor(p1[:, 0] / radius).astype(np.int64)
+    cy = np.floor(p1[:, 1] / radius).astype(np.int64)
+    gw = int(max(cx.max(initial=0), 0)) + 1
+    gh = int(max(cy.max(initial=0), 0)) + 1
+    inside = (cx >= 0) & (cy >= 0)
+    cell = np.where(inside, cy * gw + cx, gw * gh)
+    order = np.argsort(cell, kind="stable")
+    start = np.searchsorted(cell[order], np.arange(gw * gh + 1))
+    counts = np.zeros(len(p0), np.int64)
+    empty_i = np.zeros(0, np.int64)
+    empty_f = np.zeros(0, np.float64)
+    args = (
+        p0,
+        pred,
+        p1,
+        d0,
+        d1,
+        nbits,
+        float(radius),
+        float(weight),
+        order,
+        start,
+        gw,
+        gh,
+    )
+    _scan(*args, counts, empty_i, empty_i, empty_f)
+    total = int(counts.sum())
+    offsets = np.zeros(len(p0), np.int64)
+    np.cumsum(counts[:-1], out=offsets[1:])
+    rows = np.empty(total, np.int64)
+    cols = np.empty(total, np.int64)
+    costs = np.empty(total, np.float64)
+    if total:
+        _scan(*args, offsets, rows, cols, costs)
+    return rows, cols, costs
