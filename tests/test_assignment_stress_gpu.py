@@ -102,6 +102,7 @@ def test_flow_stacks_of_the_front_end(rng):
         _candidates,
         _feature_groups,
         _Features,
+        _groups,
     )
 
     n = m = 3000
@@ -114,8 +115,8 @@ def test_flow_stacks_of_the_front_end(rng):
     pred = np.zeros((n, 2), np.float32)
     for radius in (40.0, 6.0):
         rows, cols, cost = _candidates(f0, f1, pred, radius, 0.2)
-        gid = _feature_groups(p0, 128)
-        stack = _build_stack(rows, cols, cost, gid, m, 0.35, np).costs
+        groups = _groups(_feature_groups(p0, 128))
+        stack = _build_stack(rows, cols, cost, groups, m, 0.35, np).costs
         r0, c0 = linear_sum_assignment_batched(stack, backend="cpu")
         r, c, stats = linear_sum_assignment_batched(
             stack, backend="gpu", return_stats=True

@@ -277,6 +277,46 @@ def test_device_variational_refinement_against_opencv(rng, shape):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("channels", [1, 3])
+def test_device_lucas_kanade_against_opencv(rng, channels):
+    """The device's Lucas-Kanade refinement tracks as cv2.calcOpticalFlowPyrLK
+    (single level, 15 x 15) does: the same points, within float rounding of
+    OpenCV's fixed-point sampling, and the same forward-backward verdicts."""
+    import cupy
+
+    dev = importlib.import_module("vision_cuts._optical_flow_gpu")
+    f0 = _texture(rng, (150, 190))
+    if channels == 1:
+        f0 = cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY)
+    f1 = _shifted(f0, 2.3, -1.6)
+    pts = np.column_stack(
+        [rng.integers(0, 190, 400), rng.integers(0, 150, 400)]
+    ).astype(np.float32)
+    seeds = (
+        pts + np.float32([2.0, -2.0]) + rng.normal(0, 0.3, pts.shape).astype(np.float32)
+    )
+    want, ok_want = flow_mod._refine(f0, f1, pts, seeds)
+    got, ok_got = dev.refine(
+        dev.upload_frame(f0),
+        dev.upload_frame(f1),
+        cupy.asarray(pts),
+        cupy.asarray(seeds),
+        15,
+        flow_mod._LK_MAX_SHIFT,
+        flow_mod._FB_MAX_ERROR,
+    )
+    got, ok_got = got.get(), ok_got.get()
+    both = ok_want & ok_got
+    assert both.sum() >= 0.9 * ok_want.sum() > 200
+    assert (ok_want != ok_got).mean() < 0.05
+    assert float(np.median(np.abs(got[both] - want[both]))) < 0.01
+    inner = both & (pts[:, 0] > 12) & (pts[:, 0] < 178) & (pts[:, 1] > 12)
+    inner &= pts[:, 1] < 138
+    err = np.abs(got[inner] - pts[inner] - [2.3, -1.6])
+    assert float(np.median(err)) < 0.05
+
+
+@pytest.mark.gpu
 def test_dense_backends_agree(rng):
     """Dense flow on the device (interpolation, variational refinement, fusion)
     against the CPU pipeline on a translated texture."""

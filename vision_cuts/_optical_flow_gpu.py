@@ -17,14 +17,19 @@ from ._kernels import get_kernel, get_module
 
 __all__ = [
     "DeviceFeatures",
+    "DeviceFrame",
     "array_module",
+    "build_stack",
     "dense",
     "fuse",
     "interpolate",
     "knn_median",
+    "matches",
     "pair_costs",
+    "refine",
     "resize_flow",
     "upload",
+    "upload_frame",
     "variational",
 ]
 
@@ -169,6 +174,194 @@ def interpolate(
 def array_module() -> Any:
     """CuPy (the array module of the device stages)."""
     return _cp()
+
+
+def _blocks(total: int, threads: int = 256) -> tuple:
+    return ((total + threads - 1) // threads,), (threads,)
+
+
+def build_stack(
+    rows: Any,
+    cols: Any,
+    cost: Any,
+    gid: Any,
+    row_slot: Any,
+    nrows: Any,
+    n_max: int,
+    m: int,
+    max_cost: float,
+) -> tuple:
+    """The batched problem of one pass on the device (``optical_flow._build_stack``
+    on the CPU): ``(stack, col_ids, ncols)``. ``gid`` and ``row_slot``: group and
+    row slot of every frame-0 feature, ``nrows``: features per group."""
+    cp = _cp()
+    mod = _module()
+    G = len(nrows)
+    taken = cp.zeros((G, m), dtype=cp.int32)
+    taken[gid[rows], cols] = 1
+    slot = cp.cumsum(taken, axis=1, dtype=cp.int64) - 1
+    ncols = slot[:, -1] + 1
+    m_max = int(ncols.max())
+    col_ids = cp.full((G, m_max), -1, dtype=cp.int64)
+    get_kernel(mod, "slot_ids")(
+        *_blocks(G * m),
+        (taken, slot, np.int32(G), np.int32(m), np.int32(m_max), col_ids),
+    )
+    N = m_max + n_max
+    stack = cp.empty((G, n_max, N), dtype=cp.float64)
+    get_kernel(mod, "stack_fill")(
+        *_blocks(G * n_max * N),
+        (
+            nrows,
+            np.int32(G),
+            np.int32(n_max),
+            np.int32(m_max),
+            np.float64(max_cost),
+            stack,
+        ),
+    )
+    get_kernel(mod, "stack_scatter")(
+        *_blocks(len(rows)),
+        (
+            cp.ascontiguousarray(rows, dtype=cp.int64),
+            cp.ascontiguousarray(cols, dtype=cp.int64),
+            cp.ascontiguousarray(cost, dtype=cp.float64),
+            np.int32(len(rows)),
+            gid,
+            row_slot,
+            slot,
+            np.int32(m),
+            np.int32(n_max),
+            np.int32(N),
+            stack,
+        ),
+    )
+    return stack, col_ids, ncols
+
+
+def matches(
+    stack: Any, r: Any, c: Any, row_ids: Any, col_ids: Any, ncols: Any, n: int, m: int
+) -> tuple:
+    """``(rows, cols, costs)`` of the solved stack on the device, rows ascending
+    (``optical_flow._matches``: the cheapest proposal per frame-1 feature wins, the
+    first on a tie)."""
+    cp = _cp()
+    mod = _module()
+    G, k = r.shape
+    n_max, N = stack.shape[1:]
+    m_max = col_ids.shape[1]
+    best = cp.full(m, 2**64 - 1, dtype=cp.uint64)
+    first = cp.full(m, 2**31 - 1, dtype=cp.int32)
+    col_of = cp.full(n, -1, dtype=cp.int64)
+    cost_of = cp.empty(n, dtype=cp.float64)
+    args = (
+        stack,
+        cp.ascontiguousarray(r, dtype=cp.int64),
+        cp.ascontiguousarray(c, dtype=cp.int64),
+        np.int32(G * k),
+        np.int32(k),
+        np.int32(n_max),
+        np.int32(N),
+        row_ids,
+        col_ids,
+        ncols,
+        np.int32(m_max),
+    )
+    blocks = _blocks(G * k)
+    get_kernel(mod, "match_best")(*blocks, args + (best,))
+    get_kernel(mod, "match_first")(*blocks, args + (best, first))
+    get_kernel(mod, "match_write")(*blocks, args + (first, col_of, cost_of))
+    rows = cp.flatnonzero(col_of >= 0)
+    return rows, col_of[rows], cost_of[rows]
+
+
+class DeviceFrame(NamedTuple):
+    """A frame on the device, uint8 (h, w, C), with its Scharr derivatives."""
+
+    img: Any
+    dx: Any
+    dy: Any
+
+
+def upload_frame(img: np.ndarray) -> DeviceFrame:
+    """``img`` (uint8 (h, w) or (h, w, C)) on the device with its derivatives."""
+    cp = _cp()
+    a = cp.asarray(np.ascontiguousarray(img))
+    h, w = a.shape[:2]
+    C = 1 if a.ndim == 2 else a.shape[2]
+    dx = cp.empty((h, w, C), dtype=cp.float32)
+    dy = cp.empty((h, w, C), dtype=cp.float32)
+    get_kernel(_module(), "scharr")(
+        ((w + 31) // 32, (h + 7) // 8, 1),
+        (32, 8, 1),
+        (a, np.int32(h), np.int32(w), np.int32(C), dx, dy),
+    )
+    return DeviceFrame(a, dx, dy)
+
+
+def _track(I: DeviceFrame, J: DeviceFrame, pts: Any, guess: Any, half: int) -> tuple:
+    cp = _cp()
+    h, w = I.img.shape[:2]
+    C = 1 if I.img.ndim == 2 else I.img.shape[2]
+    n = len(pts)
+    out = cp.empty((n, 2), dtype=cp.float32)
+    status = cp.empty(n, dtype=cp.int32)
+    if n:
+        get_kernel(_module(), "lk_track")(
+            *_blocks(32 * n, 128),
+            (
+                I.img,
+                J.img,
+                I.dx,
+                I.dy,
+                np.int32(h),
+                np.int32(w),
+                np.int32(C),
+                cp.ascontiguousarray(pts, dtype=cp.float32),
+                cp.ascontiguousarray(guess, dtype=cp.float32),
+                np.int32(n),
+                np.int32(half),
+                np.int32(LK_ITERATIONS),
+                np.float32(LK_EPS),
+                np.float32(LK_MIN_EIG),
+                out,
+                status,
+            ),
+        )
+    return out, status.astype(bool)
+
+
+#: Lucas-Kanade stopping rules and the smallest gradient eigenvalue (OpenCV's
+#: defaults for calcOpticalFlowPyrLK as optical_flow calls it).
+LK_ITERATIONS, LK_EPS, LK_MIN_EIG = 50, 1e-3, 1e-4
+
+
+def refine(
+    f0: DeviceFrame,
+    f1: DeviceFrame,
+    points: Any,
+    seeds: Any,
+    window: int,
+    max_shift: float,
+    max_fb: float,
+) -> tuple:
+    """``optical_flow._refine`` on the device: the tracked points and which of them
+    pass (both directions converged, within ``max_shift`` of the seed, back within
+    ``max_fb`` of the start)."""
+    cp = _cp()
+    if window > 15 or window % 2 == 0:
+        raise ValueError(f"window must be odd and at most 15, got {window}")
+    half = window // 2
+    fwd, st1 = _track(f0, f1, points, seeds, half)
+    back, st2 = _track(f1, f0, fwd, points, half)
+    ok = (
+        st1
+        & st2
+        & cp.isfinite(fwd).all(axis=1)
+        & (cp.linalg.norm(fwd - seeds, axis=1) < max_shift)
+        & (cp.linalg.norm(back - points, axis=1) < max_fb)
+    )
+    return fwd, ok
 
 
 # ------------------------------------------------------------------ dense stages

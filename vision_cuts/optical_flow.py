@@ -329,23 +329,47 @@ def _slots(group, index, size: int, G: int, xp) -> tuple:
     return slot[group, index], count, ids
 
 
-def _build_stack(rows, cols, cost, gid, m, max_cost, xp) -> _Stack:
+class _Groups(NamedTuple):
+    """The features of frame 0 in groups, one assignment problem each."""
+
+    gid: Any  # (n,) group of every feature
+    row_slot: Any  # (n,) rank of every feature in its group (its row there)
+    row_ids: Any  # (G, n_max) feature of every row slot, -1 where a group has fewer
+    nrows: Any  # (G,) features of every group
+
+
+def _groups(gid: np.ndarray, xp=np) -> _Groups:
+    """The :class:`_Groups` of the group numbers ``gid`` (0, 1, ...) on ``xp``."""
+    n = len(gid)
+    G = int(gid.max()) + 1 if n else 1
+    nrows = np.bincount(gid, minlength=G).astype(np.int64)
+    order = np.argsort(gid, kind="stable")
+    starts = np.cumsum(nrows) - nrows
+    row_slot = np.empty(n, np.int64)
+    row_slot[order] = np.arange(n) - np.repeat(starts, nrows)
+    row_ids = np.full((G, max(int(nrows.max()), 1)), -1, np.int64)
+    row_ids[gid[order], row_slot[order]] = order
+    return _Groups(*(xp.asarray(a) for a in (gid, row_slot, row_ids, nrows)))
+
+
+def _build_stack(rows, cols, cost, groups: _Groups, m, max_cost, xp) -> _Stack:
     """Scatter the candidate pairs (arrays of ``xp``, where the stack is solved) into
-    a padded stack, one problem per group (``gid``: group of every feature of frame
-    0; rows in feature order, columns likewise)."""
-    G = int(gid.max()) + 1
-    g = gid[rows]
-    row_slot, nrows, row_ids = _slots(g, rows, len(gid), G, xp)
+    a padded stack, one problem per group: a row per feature of the group in feature
+    order (a feature without pairs keeps only its dummy), a column per frame-1
+    feature its group's pairs reach, in feature order, then the dummy columns."""
+    G = len(groups.nrows)
+    g = groups.gid[rows]
+    row_slot = groups.row_slot[rows]
     col_slot, ncols, col_ids = _slots(g, cols, m, G, xp)
-    n_max, m_max = row_ids.shape[1], col_ids.shape[1]
+    n_max, m_max = groups.row_ids.shape[1], col_ids.shape[1]
     stack = xp.full((G, n_max, m_max + n_max), xp.inf, dtype=xp.float64)
     stack[g, row_slot, col_slot] = cost
     # every row i may stay unmatched through its own dummy column m_max + i
     diag = xp.arange(n_max)
     stack[:, diag, m_max + diag] = xp.where(
-        diag[None, :] < nrows[:, None], max_cost, 0.0
+        diag[None, :] < groups.nrows[:, None], max_cost, 0.0
     )
-    return _Stack(stack, row_ids, col_ids, nrows, ncols)
+    return _Stack(stack, groups.row_ids, col_ids, groups.nrows, ncols)
 
 
 def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None):
@@ -354,8 +378,8 @@ def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None):
     rows, cols, cost = _candidates(f0, f1, pred, radius, weight)
     if len(rows) == 0:
         return None
-    gid = _feature_groups(f0.points, tile)
-    return _build_stack(rows, cols, cost, gid, len(f1.points), max_cost, np)
+    groups = _groups(_feature_groups(f0.points, tile))
+    return _build_stack(rows, cols, cost, groups, len(f1.points), max_cost, np)
 
 
 def _matches(st: _Stack, r, c, xp) -> tuple:
@@ -392,6 +416,7 @@ class _Matcher:
         tile = params.tile_size
         size = _GROUP_ROWS if n * m > _AUTO_TILE_PAIRS else None
         gid = _feature_groups(f0.points, tile, size)
+        self.n, self.m = n, m
         if self.gpu:
             from . import _optical_flow_gpu as dev
 
@@ -403,7 +428,7 @@ class _Matcher:
         else:
             self.xp = np
             self.points0, self.points1 = f0.points, f1.points
-        self.gid = self.xp.asarray(gid)
+        self.groups = _groups(gid, self.xp)
 
     def empty(self) -> tuple:
         xp = self.xp
@@ -425,8 +450,24 @@ class _Matcher:
             )
         if len(rows) == 0:
             return self.empty()
-        m = len(self.f1.points)
-        st = _build_stack(rows, cols, cost, self.gid, m, p.max_cost, xp)
+        if self.gpu:
+            gr = self.groups
+            stack, col_ids, ncols = self.dev.build_stack(
+                rows,
+                cols,
+                cost,
+                gr.gid,
+                gr.row_slot,
+                gr.nrows,
+                gr.row_ids.shape[1],
+                self.m,
+                p.max_cost,
+            )
+            r, c = linear_sum_assignment_batched(stack, backend=p.backend)
+            return self.dev.matches(
+                stack, r, c, gr.row_ids, col_ids, ncols, self.n, self.m
+            )
+        st = _build_stack(rows, cols, cost, self.groups, self.m, p.max_cost, xp)
         r, c = linear_sum_assignment_batched(st.costs, backend=p.backend)
         return _matches(st, r, c, xp)
 
@@ -521,6 +562,46 @@ def _refine(img0, img1, points, seeds):
         & (np.linalg.norm(back - points, axis=1) < _FB_MAX_ERROR)
     )
     return fwd, ok
+
+
+def _refine_on_host(matcher, img0, img1, rows, cols, costs, refine) -> tuple:
+    """The matched points, their targets and costs after the refinement and the
+    local consistency check (see the module docstring), on the host."""
+    points = matcher.f0.points[rows]
+    targets = matcher.f1.points[cols]
+    if refine and len(rows):
+        targets, ok = _refine(img0, img1, points, targets)
+        points, targets, costs = points[ok], targets[ok], costs[ok]
+        if len(points) > 2:
+            # local consistency: a refined vector far from the median of its
+            # neighbours' is a wrong match that the refinement made self-consistent
+            vec = targets - points
+            pred = _median_near(points, vec, points)
+            ok = np.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
+            points, targets, costs = points[ok], targets[ok], costs[ok]
+    return points, targets, costs
+
+
+def _refine_on_device(matcher, img0, img1, rows, cols, costs, refine) -> tuple:
+    """:func:`_refine_on_host` on the device (its own Lucas-Kanade kernel); the
+    results are returned to the host."""
+    from . import _optical_flow_gpu as dev
+
+    xp = matcher.xp
+    points = matcher.points0[rows]
+    targets = matcher.points1[cols]
+    if refine and len(rows):
+        f0, f1 = dev.upload_frame(img0), dev.upload_frame(img1)
+        targets, ok = dev.refine(
+            f0, f1, points, targets, _LK_WINDOW, _LK_MAX_SHIFT, _FB_MAX_ERROR
+        )
+        points, targets, costs = points[ok], targets[ok], costs[ok]
+        if len(points) > 2:
+            vec = targets - points
+            pred = _median_near(points, vec, points, gpu=True)
+            ok = xp.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
+            points, targets, costs = points[ok], targets[ok], costs[ok]
+    return to_numpy(points), to_numpy(targets), to_numpy(costs)
 
 
 # --------------------------------------------------------------------------- dense
@@ -797,19 +878,14 @@ def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, pr
                 matcher.predict(rows, cols), p.local_radius
             )
         progress()
-    rows, cols, costs = to_numpy(rows), to_numpy(cols), to_numpy(costs)
-    points = f0.points[rows]
-    targets = f1.points[cols]
-    if refine and len(rows):
-        targets, ok = _refine(img0, img1, points, targets)
-        points, targets, costs = points[ok], targets[ok], costs[ok]
-        if len(points) > 2:
-            # local consistency: a refined vector far from the median of its
-            # neighbours' is a wrong match that the refinement made self-consistent
-            vec = targets - points
-            pred = to_numpy(matcher.median_near(points, vec, points))
-            ok = np.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
-            points, targets, costs = points[ok], targets[ok], costs[ok]
+    if matcher.gpu:
+        points, targets, costs = _refine_on_device(
+            matcher, img0, img1, rows, cols, costs, refine
+        )
+    else:
+        points, targets, costs = _refine_on_host(
+            matcher, img0, img1, rows, cols, costs, refine
+        )
     vectors = (targets - points).astype(np.float32)
     progress()
     log.debug(
