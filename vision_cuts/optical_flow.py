@@ -5,9 +5,9 @@ builds the cost of every pair within a search radius (descriptor distance plus a
 displacement penalty; pairs farther apart are forbidden, ``inf``), lets every feature
 of the first frame stay unmatched at a fixed cost (one dummy column per row), and
 solves the assignment with :func:`vision_cuts.linear_sum_assignment`, or with
-:func:`vision_cuts.linear_sum_assignment_batched` over image tiles when the sets are
-large. The result is sparse flow (points, vectors, match costs) and, on request, dense
-flow interpolated from the matches.
+:func:`vision_cuts.linear_sum_assignment_batched` over groups of nearby features
+when the sets are large. The result is sparse flow (points, vectors, match costs)
+and, on request, dense flow interpolated from the matches.
 
 The pipeline, in order:
 
@@ -37,10 +37,22 @@ The pipeline, in order:
    matches carry large and fast motion, DIS the fine detail between matches), so the
    fusion beats both (BENCHMARKS.md).
 
-The cost stacks are built (from the candidate pairs, uploaded once) and solved on the
-backend asked for; detection, refinement and the dense stages run on the CPU through
-OpenCV. On the GPU the float costs are quantised (``linear_sum_assignment_batched``), so
-a match whose cost ties another's within ``range / 2**20`` may differ from the CPU's.
+Where each stage runs. Detection and description run on the CPU (OpenCV; the two
+frames of a pair on two threads; ORB at a single scale, since consecutive frames
+differ little in scale). With ``backend="cpu"`` the candidate pairs come from a
+compiled grid search (``_optical_flow_cpu``) and the rest from NumPy, SciPy and
+OpenCV. With ``backend="gpu"`` everything after detection stays on the device
+(``_optical_flow_gpu``, ``kernels/optical_flow.cu``, ``kernels/variational_flow.cu``):
+the features are uploaded once, then the candidate pairs and their costs, the cost
+stacks, the solves, the matches, the neighbourhood medians, the Lucas-Kanade
+refinement with its checks, and for dense flow the interpolation, the coarse-to-fine
+variational refinement (OpenCV's discretisation, solved by red-black
+over-relaxation), the fusion and the last refinement; DIS runs on a CPU thread
+meanwhile. Only the result comes back. The device's Lucas-Kanade and variational
+kernels sample in floating point where OpenCV uses fixed point, and on the GPU the
+float costs are quantised (``linear_sum_assignment_batched``), so a match whose cost
+ties another's within ``range / 2**20`` may differ from the CPU's: the backends agree
+to within a few matches and hundredths of a pixel (``tests/test_optical_flow.py``).
 
 References
 ----------
@@ -933,9 +945,8 @@ def optical_flow(
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
-        CPU (``VISION_CUTS_BACKEND`` overrides it). The assignment passes (cost
-        stacks and solves) run there (see
-        :func:`vision_cuts.linear_sum_assignment_batched`).
+        CPU (``VISION_CUTS_BACKEND`` overrides it). Everything after feature
+        detection runs there (see the module docstring).
     dense : bool
         Also return per-pixel flow interpolated from the matches.
     detector : {"orb", "sift"}
@@ -960,7 +971,8 @@ def optical_flow(
     tile_size : int, optional
         Solve the assignment per square tile of this many pixels of ``frame0``, all
         tiles in one batched call. Default: one problem while ``n * m <= 2**22``
-        feature pairs, else 128 px tiles.
+        feature pairs, else groups of at most 256 nearby features (a balanced k-d
+        split of ``frame0``'s features), one problem each.
     callback : callable, optional
         ``callback(done, total)`` after each stage (detection, every assignment
         pass, refinement, dense flow), for progress bars.
@@ -993,10 +1005,11 @@ def optical_flow(
 
     Notes
     -----
-    See the module docstring for the pipeline. With tiles, a feature of ``frame1``
-    that two tiles both match goes to the cheaper match; the other feature stays
-    unmatched. Forbidden pairs are ``inf`` in the cost matrices; every feature can
-    stay unmatched through its own dummy column, so no problem is infeasible.
+    See the module docstring for the pipeline. With tiles or groups, a feature of
+    ``frame1`` that two of them both match goes to the cheaper match; the other
+    feature stays unmatched. Forbidden pairs are ``inf`` in the cost matrices;
+    every feature can stay unmatched through its own dummy column, so no problem
+    is infeasible.
 
     Examples
     --------
