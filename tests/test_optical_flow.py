@@ -569,3 +569,24 @@ def test_frames_bad_input(clip):
         list(optical_flow_frames(small, backend="cpu"))
     with pytest.raises(ValueError, match="detector"):
         next(optical_flow_frames(frames, detector="nope"))
+
+
+@pytest.mark.gpu
+def test_frames_on_the_device(clip):
+    """The video pipeline on the device (warm start and dense stages there) against
+    the true motion and the CPU's matches; CuPy frames give CuPy results."""
+    import cupy
+
+    from vision_cuts import optical_flow_frames
+
+    frames, flows = clip
+    gpu = list(optical_flow_frames(frames, backend="gpu", dense=True))
+    cpu = list(optical_flow_frames(frames, backend="cpu"))
+    assert len(gpu) == len(flows)
+    for g, c, gt in zip(gpu, cpu, flows, strict=True):
+        assert _epe_at_points(g, gt) < 0.15
+        assert abs(len(g.points) - len(c.points)) <= 0.05 * len(c.points)
+        assert float(np.linalg.norm(g.dense - gt, axis=2)[8:-8, 8:-8].mean()) < 0.5
+    on_device = next(optical_flow_frames([cupy.asarray(f) for f in frames[:2]]))
+    assert isinstance(on_device.points, cupy.ndarray)
+    assert isinstance(on_device.vectors, cupy.ndarray)

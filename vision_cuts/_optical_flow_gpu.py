@@ -496,34 +496,23 @@ def fuse(img0: Any, img1: Any, proposals: list, window: int) -> Any:
     return best
 
 
-def _pyramid_refine(
-    grey0: np.ndarray, grey1: np.ndarray, full0: Any, full1: Any, flow: Any, levels: int
-) -> Any:
+def _pyramid_refine(pyramid: list, full: tuple, flow: Any) -> Any:
     """Coarse-to-fine variational refinement (``optical_flow._variational`` on the
-    device): the frames' levels are resized on the host (cv2, INTER_AREA) and
-    uploaded; ``full0`` and ``full1`` are the full-size frames on the device."""
-    import cv2
-
+    device): ``pyramid`` holds the host levels ``(scale, frame0, frame1)``, coarsest
+    first (``optical_flow._pyramid``), ``full`` the full-size frames on the device."""
     cp = _cp()
-    h, w = grey0.shape
-    for level in range(levels - 1, -1, -1):
-        f = 0.5**level
-        sw, sh = max(1, round(w * f)), max(1, round(h * f))
-        if sw < 8 or sh < 8:
+    h, w = full[0].shape
+    for f, g0, g1 in pyramid:
+        if f == 1.0:
+            flow = variational(*full, flow)
             continue
-        if level:
-            g0 = cp.asarray(
-                cv2.resize(grey0, (sw, sh), interpolation=cv2.INTER_AREA),
-                dtype=cp.float32,
-            )
-            g1 = cp.asarray(
-                cv2.resize(grey1, (sw, sh), interpolation=cv2.INTER_AREA),
-                dtype=cp.float32,
-            )
-            small = variational(g0, g1, resize_flow(flow, sh, sw, f))
-            flow = resize_flow(small, h, w, 1.0 / f)
-        else:
-            flow = variational(full0, full1, flow)
+        sh, sw = g0.shape
+        small = variational(
+            cp.asarray(g0, dtype=cp.float32),
+            cp.asarray(g1, dtype=cp.float32),
+            resize_flow(flow, sh, sw, f),
+        )
+        flow = resize_flow(small, h, w, 1.0 / f)
     return flow
 
 
@@ -532,18 +521,18 @@ def dense(
     img1: np.ndarray,
     grey0: np.ndarray,
     grey1: np.ndarray,
+    pyramid: list,
     initial: Any,
     other: np.ndarray | None,
     window: int,
 ) -> np.ndarray:
     """The dense stages of ``optical_flow._dense`` on the device: ``initial`` (the
-    interpolated matches, (h, w, 2) on the device) refined coarse to fine, fused with
-    ``other`` (DIS's field, host) by the smaller ``window`` warping error, refined
-    once more at full size; returned to the host."""
+    interpolated matches, (h, w, 2) on the device) refined coarse to fine over
+    ``pyramid``, fused with ``other`` (DIS's field, host) by the smaller ``window``
+    warping error, refined once more at full size; returned to the host."""
     cp = _cp()
-    full0 = cp.asarray(grey0, dtype=cp.float32)
-    full1 = cp.asarray(grey1, dtype=cp.float32)
-    ours = _pyramid_refine(grey0, grey1, full0, full1, initial, 3)
+    full = (cp.asarray(grey0, dtype=cp.float32), cp.asarray(grey1, dtype=cp.float32))
+    ours = _pyramid_refine(pyramid, full, initial)
     if other is None:
         return cp.asnumpy(ours)
     frames = (
@@ -551,4 +540,4 @@ def dense(
         cp.ascontiguousarray(cp.asarray(img1)),
     )
     fused = fuse(*frames, [ours, cp.asarray(other)], window)
-    return cp.asnumpy(variational(full0, full1, fused))
+    return cp.asnumpy(variational(*full, fused))

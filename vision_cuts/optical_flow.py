@@ -769,7 +769,8 @@ def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis):
         from . import _optical_flow_gpu as dev
 
         other = None if dis is None else dis.result()
-        return dev.dense(img0, img1, grey0, grey1, init, other, _FUSE_WINDOW)
+        pyramid = _pyramid(grey0, grey1, 3)
+        return dev.dense(img0, img1, grey0, grey1, pyramid, init, other, _FUSE_WINDOW)
     ours = _variational(grey0, grey1, init)
     if dis is None:  # below DIS's patch size
         return ours
@@ -777,12 +778,14 @@ def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis):
     return _variational(grey0, grey1, fused, levels=1)
 
 
-def _variational(grey0, grey1, flow, levels: int = 3) -> np.ndarray:
-    """Coarse-to-fine variational refinement of an initial flow field."""
+def _pyramid(grey0, grey1, levels: int) -> list:
+    """The levels of a coarse-to-fine refinement, coarsest first: ``(scale, frame0,
+    frame1)``, the frames resized (INTER_AREA; the frames themselves at scale 1);
+    levels below 8 px are left out."""
     import cv2
 
     h, w = grey0.shape
-    flow = flow.astype(np.float32)
+    out = []
     for level in range(levels - 1, -1, -1):
         f = 0.5**level
         sw, sh = max(1, round(w * f)), max(1, round(h * f))
@@ -791,9 +794,23 @@ def _variational(grey0, grey1, flow, levels: int = 3) -> np.ndarray:
         if level:
             g0 = cv2.resize(grey0, (sw, sh), interpolation=cv2.INTER_AREA)
             g1 = cv2.resize(grey1, (sw, sh), interpolation=cv2.INTER_AREA)
-            small = cv2.resize(flow, (sw, sh), interpolation=cv2.INTER_AREA) * f
+            out.append((f, g0, g1))
         else:
-            g0, g1, small = grey0, grey1, flow
+            out.append((1.0, grey0, grey1))
+    return out
+
+
+def _variational(grey0, grey1, flow, levels: int = 3) -> np.ndarray:
+    """Coarse-to-fine variational refinement of an initial flow field."""
+    import cv2
+
+    h, w = grey0.shape
+    flow = flow.astype(np.float32)
+    for f, g0, g1 in _pyramid(grey0, grey1, levels):
+        small = flow
+        if f != 1.0:
+            size = (g0.shape[1], g0.shape[0])
+            small = cv2.resize(flow, size, interpolation=cv2.INTER_AREA) * f
         vr = cv2.VariationalRefinement_create()
         vr.setFixedPointIterations(5)
         vr.setSorIterations(5)
