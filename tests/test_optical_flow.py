@@ -590,3 +590,40 @@ def test_frames_on_the_device(clip):
     on_device = next(optical_flow_frames([cupy.asarray(f) for f in frames[:2]]))
     assert isinstance(on_device.points, cupy.ndarray)
     assert isinstance(on_device.vectors, cupy.ndarray)
+
+
+@pytest.mark.gpu
+def test_device_edge_cases(rng):
+    """The device pipeline on what users also pass: textureless, tiny, grey, float
+    and SIFT frames, a few features only, a full-HD pair."""
+    flat = np.full((64, 80, 3), 128, np.uint8)
+    res = optical_flow(flat, flat, backend="gpu", dense=True)
+    assert res.points.shape == (0, 2) and res.dense.shape == (64, 80, 2)
+    assert np.isfinite(res.dense).all() and np.abs(res.dense).max() < 1e-3
+    tiny = optical_flow(flat[:3, :3], flat[:3, :3], backend="gpu", dense=True)
+    assert len(tiny.points) == 0 and tiny.dense.shape == (3, 3, 2)
+    img = _texture(rng, (120, 160))
+    moved = _shifted(img, 1.6, -0.7)
+    for a, b in [
+        (img, moved),
+        (
+            cv2.cvtColor(img, cv2.COLOR_RGB2GRAY),
+            cv2.cvtColor(moved, cv2.COLOR_RGB2GRAY),
+        ),
+        (img / 255.0, moved / 255.0),
+    ]:
+        res = optical_flow(a, b, backend="gpu", dense=True)
+        assert len(res.points) > 50
+        assert np.abs(np.median(res.vectors, axis=0) - [1.6, -0.7]).max() < 0.05
+        core = res.dense[15:-15, 15:-15]
+        assert np.abs(core - [1.6, -0.7]).max(-1).mean() < 0.1
+    sift = optical_flow(img, moved, backend="gpu", detector="sift")
+    assert len(sift.points) > 30
+    assert np.abs(np.median(sift.vectors, axis=0) - [1.6, -0.7]).max() < 0.05
+    few = optical_flow(img, moved, backend="gpu", max_features=5, dense=True)
+    assert len(few.points) <= 5 and few.dense.shape == (120, 160, 2)
+    big = _texture(rng, (1100, 1940))
+    hd0, hd1 = big[10:1090, 10:1930], big[8:1088, 13:1933]  # motion (-3, 2)
+    res = optical_flow(hd0, hd1, backend="gpu", max_features=8000)
+    assert len(res.points) > 4000
+    assert np.abs(np.median(res.vectors, axis=0) - [-3.0, 2.0]).max() < 0.05
