@@ -61,6 +61,11 @@ def main() -> None:
             "pairs_per_s": len(times) / total,
             "median_ms": 1e3 * float(np.median(times)),
             "worst_ms": 1e3 * float(np.max(times)),
+            "p95_ms": 1e3 * float(np.percentile(times, 95)),
+            "worst_pair": int(np.argmax(times)),
+            "worst_after_first_ms": 1e3 * float(np.max(times[1:]))
+            if len(times) > 1
+            else float("nan"),
         }
         if sparse:
             row["sparse_epe"] = float(
@@ -79,16 +84,19 @@ def main() -> None:
         rows.append(row)
         print(
             f"| {name} | {row['pairs_per_s']:.1f} | {row['median_ms']:.1f} | "
-            f"{row['worst_ms']:.1f} | {row.get('sparse_epe', float('nan')):.3f} | "
+            f"{row['worst_ms']:.1f} (pair {row['worst_pair']}) | "
+            f"{row['p95_ms']:.1f} | {row['worst_after_first_ms']:.1f} | "
+            f"{row.get('sparse_epe', float('nan')):.3f} | "
             f"{row.get('points', float('nan')):.0f} | "
             f"{row.get('dense_epe', float('nan')):.3f} |",
             flush=True,
         )
 
     print(
-        "| method | pairs/s | median ms | worst ms | sparse EPE | points | dense EPE |"
+        "| method | pairs/s | median ms | worst ms | p95 ms | worst after the first ms "
+        "| sparse EPE | points | dense EPE |"
     )
-    print("|---" * 7 + "|")
+    print("|---" * 9 + "|")
     for backend in args.backend:
         kw = {"backend": backend, "dense": args.dense}
         optical_flow(frames[0], frames[1], **kw)  # warm-up: compilation, caches
