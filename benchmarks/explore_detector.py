@@ -1,0 +1,114 @@
+"""Exploration: could a detector that ports to the device replace OpenCV's ORB?
+
+The single-pair GPU latency of ``optical_flow`` is bound by ORB on the host (13 ms or
+more per pair on the GPU hosts' Xeons, BENCHMARKS.md). A detector made of parts that
+are each a simple kernel - FAST corners (threshold 5, non-maximum suppression), ranked
+by the Harris response (7 x 7 block, k = 0.04), spread over the image as ``_features``
+does, described by 256 unsteered intensity tests on a Gaussian-smoothed image (7 x 7,
+sigma 2) drawn once from an isotropic Gaussian (sigma 31 / 5, clipped to the 31 x 31
+patch; Calonder et al. 2010, sampling G II), on two scales (1 and 1 / 1.2) - is run
+here on the CPU through the unchanged pipeline, beside ORB, on the Middlebury pairs
+and the video clip of ``bench_flow_video.py``.
+
+python benchmarks/explore_detector.py [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import cv2
+import numpy as np
+
+from vision_cuts.datasets import middlebury_flow as mf
+
+of = importlib.import_module("vision_cuts.optical_flow")
+_PAIRS = np.clip(
+    np.rint(np.random.default_rng(12345).normal(0, 31 / 5, (256, 4))), -15, 15
+).astype(np.int64)
+
+
+def _describe(smooth: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    x = pts[:, 0].astype(np.int64)[:, None]
+    y = pts[:, 1].astype(np.int64)[:, None]
+    a = smooth[y + _PAIRS[:, 1], x + _PAIRS[:, 0]]
+    b = smooth[y + _PAIRS[:, 3], x + _PAIRS[:, 2]]
+    return np.packbits(a < b, axis=1)
+
+
+def fast_brief(
+    grey: np.ndarray, detector: str, max_features: int, scales=(1.0, 1 / 1.2)
+):
+    """``optical_flow._features`` with FAST + Harris + BRIEF on ``scales``."""
+    h, w = grey.shape
+    pts, resp, desc = [], [], []
+    for s in scales:
+        g = grey
+        if s != 1.0:
+            g = cv2.resize(
+                grey, (round(w * s), round(h * s)), interpolation=cv2.INTER_LINEAR
+            )
+        kps = cv2.FastFeatureDetector_create(threshold=5).detect(g, None)
+        p = cv2.KeyPoint_convert(kps).reshape(-1, 2)
+        gh, gw = g.shape
+        keep = (
+            (p[:, 0] >= 16)
+            & (p[:, 1] >= 16)
+            & (p[:, 0] < gw - 16)
+            & (p[:, 1] < gh - 16)
+        )
+        p = p[keep]
+        harris = cv2.cornerHarris(g, 7, 3, 0.04)
+        pts.append(p / s)
+        resp.append(harris[p[:, 1].astype(int), p[:, 0].astype(int)])
+        desc.append(_describe(cv2.GaussianBlur(g, (7, 7), 2).astype(np.int16), p))
+    p = np.concatenate(pts).astype(np.float32)
+    order = of._spread(p, np.concatenate(resp), grey.shape, max_features)
+    return of._Features(
+        p[order], np.ascontiguousarray(np.concatenate(desc)[order]), True
+    )
+
+
+def evaluate(label: str, data) -> None:
+    for name in mf.flow_names():
+        f0, f1, gt = mf.load_flow(name, data)
+        r = of.optical_flow(f0, f1, backend="cpu")
+        epe, n = mf.sparse_epe(r.points, r.vectors, gt)
+        print(f"| {label} | {name} | {n} | {epe:.3f} |", flush=True)
+    from skimage import data as skdata
+
+    from vision_cuts.datasets.synthetic import panning_clip
+
+    frames, flows = panning_clip(skdata.astronaut(), 150)
+    pts, epe = [], []
+    for t in range(0, 149, 6):
+        r = of.optical_flow(frames[t], frames[t + 1], backend="cpu")
+        p = r.points.astype(int)
+        pts.append(len(r.points))
+        epe.append(
+            np.linalg.norm(r.vectors - flows[t][p[:, 1], p[:, 0]], axis=1).mean()
+        )
+    print(
+        f"| {label} | clip (mean / fewest points) | {np.mean(pts):.0f} / {min(pts)} | "
+        f"{np.mean(epe):.3f} |",
+        flush=True,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=None)
+    args = ap.parse_args()
+    print("| detector | sequence | points | sparse EPE |\n|---|---|---|---|")
+    evaluate("ORB (2 levels)", args.data)
+    saved = of._features
+    of._features = fast_brief
+    try:
+        evaluate("FAST + BRIEF", args.data)
+    finally:
+        of._features = saved
+
+
+if __name__ == "__main__":
+    main()
