@@ -6,9 +6,9 @@ are each a simple kernel - FAST corners (threshold 5, non-maximum suppression), 
 by the Harris response (7 x 7 block, k = 0.04), spread over the image as ``_features``
 does, described by 256 unsteered intensity tests on a Gaussian-smoothed image (7 x 7,
 sigma 2) drawn once from an isotropic Gaussian (sigma 31 / 5, clipped to the 31 x 31
-patch; Calonder et al. 2010, sampling G II), on two scales (1 and 1 / 1.2) - is run
-here on the CPU through the unchanged pipeline, beside ORB, on the Middlebury pairs
-and the video clip of ``bench_flow_video.py``.
+patch; Calonder et al. 2010, sampling G II), on one scale or two (1 and 1 / 1.2) - is
+run here on the CPU through the unchanged pipeline, beside ORB, on the Middlebury
+pairs and the video clip of ``bench_flow_video.py``.
 
 python benchmarks/explore_detector.py [--data DIR]
 """
@@ -97,15 +97,21 @@ def evaluate(label: str, data) -> None:
 
 
 def main() -> None:
+    import functools
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=None)
     args = ap.parse_args()
     print("| detector | sequence | points | sparse EPE |\n|---|---|---|---|")
     evaluate("ORB (2 levels)", args.data)
     saved = of._features
-    of._features = fast_brief
     try:
-        evaluate("FAST + BRIEF", args.data)
+        for label, scales in [
+            ("FAST + BRIEF, one scale", (1.0,)),
+            ("FAST + BRIEF, two scales", (1.0, 1 / 1.2)),
+        ]:
+            of._features = functools.partial(fast_brief, scales=scales)
+            evaluate(label, args.data)
     finally:
         of._features = saved
 
