@@ -8,7 +8,8 @@ does, described by 256 unsteered intensity tests on a Gaussian-smoothed image (7
 sigma 2) drawn once from an isotropic Gaussian (sigma 31 / 5, clipped to the 31 x 31
 patch; Calonder et al. 2010, sampling G II), on one scale or two (1 and 1 / 1.2) - is
 run here on the CPU through the unchanged pipeline, beside ORB, on the Middlebury
-pairs and the video clip of ``bench_flow_video.py``.
+pairs and the video clip of ``bench_flow_video.py``; the last variant drops the
+corners that the coarser scale finds again.
 
 python benchmarks/explore_detector.py [--data DIR]
 """
@@ -38,36 +39,47 @@ def _describe(smooth: np.ndarray, pts: np.ndarray) -> np.ndarray:
 
 
 def fast_brief(
-    grey: np.ndarray, detector: str, max_features: int, scales=(1.0, 1 / 1.2)
+    grey: np.ndarray,
+    detector: str,
+    max_features: int,
+    scales=(1.0, 1 / 1.2),
+    dedup: float = 0.0,
 ):
-    """``optical_flow._features`` with FAST + Harris + BRIEF on ``scales``."""
+    """``optical_flow._features`` with FAST + Harris + BRIEF on ``scales``; with
+    ``dedup`` > 0 a corner of a coarser scale within ``dedup`` px of one of the
+    finest scale is dropped (the same corner found twice)."""
+    from scipy.spatial import cKDTree
+
     h, w = grey.shape
-    pts, resp, desc = [], [], []
-    for s in scales:
+    pts, resp, desc, level = [], [], [], []
+    for k, s in enumerate(scales):
         g = grey
         if s != 1.0:
             g = cv2.resize(
                 grey, (round(w * s), round(h * s)), interpolation=cv2.INTER_LINEAR
             )
         kps = cv2.FastFeatureDetector_create(threshold=5).detect(g, None)
+        if len(kps) == 0:
+            continue
         p = cv2.KeyPoint_convert(kps).reshape(-1, 2)
         gh, gw = g.shape
-        keep = (
-            (p[:, 0] >= 16)
-            & (p[:, 1] >= 16)
-            & (p[:, 0] < gw - 16)
-            & (p[:, 1] < gh - 16)
-        )
-        p = p[keep]
+        keep = (p[:, 0] >= 16) & (p[:, 1] >= 16) & (p[:, 0] < gw - 16)
+        p = p[keep & (p[:, 1] < gh - 16)]
         harris = cv2.cornerHarris(g, 7, 3, 0.04)
         pts.append(p / s)
         resp.append(harris[p[:, 1].astype(int), p[:, 0].astype(int)])
         desc.append(_describe(cv2.GaussianBlur(g, (7, 7), 2).astype(np.int16), p))
+        level.append(np.full(len(p), k))
     p = np.concatenate(pts).astype(np.float32)
-    order = of._spread(p, np.concatenate(resp), grey.shape, max_features)
-    return of._Features(
-        p[order], np.ascontiguousarray(np.concatenate(desc)[order]), True
-    )
+    resp, desc, level = map(np.concatenate, (resp, desc, level))
+    if dedup > 0 and (level == 0).any() and (level > 0).any():
+        fine = level == 0
+        dist = cKDTree(p[fine]).query(p[~fine], k=1)[0]
+        keep = np.ones(len(p), bool)
+        keep[np.flatnonzero(~fine)[dist < dedup]] = False
+        p, resp, desc = p[keep], resp[keep], desc[keep]
+    order = of._spread(p, resp, grey.shape, max_features)
+    return of._Features(p[order], np.ascontiguousarray(desc[order]), True)
 
 
 def evaluate(label: str, data) -> None:
@@ -106,11 +118,12 @@ def main() -> None:
     evaluate("ORB (2 levels)", args.data)
     saved = of._features
     try:
-        for label, scales in [
-            ("FAST + BRIEF, one scale", (1.0,)),
-            ("FAST + BRIEF, two scales", (1.0, 1 / 1.2)),
+        for label, scales, dedup in [
+            ("FAST + BRIEF, one scale", (1.0,), 0.0),
+            ("FAST + BRIEF, two scales", (1.0, 1 / 1.2), 0.0),
+            ("FAST + BRIEF, two scales, deduplicated 3 px", (1.0, 1 / 1.2), 3.0),
         ]:
-            of._features = functools.partial(fast_brief, scales=scales)
+            of._features = functools.partial(fast_brief, scales=scales, dedup=dedup)
             evaluate(label, args.data)
     finally:
         of._features = saved
