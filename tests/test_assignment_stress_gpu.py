@@ -116,7 +116,7 @@ def test_flow_stacks_of_the_front_end(rng):
     for radius in (40.0, 6.0):
         rows, cols, cost = _candidates(f0, f1, pred, radius, 0.2)
         groups = _groups(_feature_groups(p0, 128))
-        stack = _build_stack(rows, cols, cost, groups, m, 0.35, np).costs
+        stack = _build_stack(rows, cols, cost, groups, m, 0.35).costs
         r0, c0 = linear_sum_assignment_batched(stack, backend="cpu")
         r, c, stats = linear_sum_assignment_batched(
             stack, backend="gpu", return_stats=True

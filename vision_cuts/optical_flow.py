@@ -320,8 +320,8 @@ def _candidates(f0, f1, pred, radius, weight):
 
 
 class _Stack(NamedTuple):
-    """A batched assignment problem of candidate pairs (arrays of the solver's
-    array module)."""
+    """A batched assignment problem of candidate pairs, on the host (the device
+    builds its own, ``_optical_flow_gpu.build_stack``)."""
 
     costs: Any  # (G, n_max, m_max + n_max): pairs, inf elsewhere, a dummy per row
     row_ids: Any  # (G, n_max) feature of frame 0 of every row slot (-1: none)
@@ -330,16 +330,16 @@ class _Stack(NamedTuple):
     ncols: Any
 
 
-def _slots(group, index, size: int, G: int, xp) -> tuple:
+def _slots(group, index, size: int, G: int) -> tuple:
     """Number the distinct ``index`` values of every group in ascending order:
     ``(slot of each entry, slots of each group, (G, most slots) index of each slot,
     -1 where a group has fewer)``."""
-    taken = xp.zeros((G, size), bool)
+    taken = np.zeros((G, size), bool)
     taken[group, index] = True
-    slot = xp.cumsum(taken, axis=1) - 1
+    slot = np.cumsum(taken, axis=1) - 1
     count = taken.sum(axis=1)
-    ids = xp.full((G, int(count.max())), -1, xp.int64)
-    tg, tj = xp.nonzero(taken)
+    ids = np.full((G, int(count.max())), -1, np.int64)
+    tg, tj = np.nonzero(taken)
     ids[tg, slot[tg, tj]] = tj
     return slot[group, index], count, ids
 
@@ -367,21 +367,21 @@ def _groups(gid: np.ndarray, xp=np) -> _Groups:
     return _Groups(*(xp.asarray(a) for a in (gid, row_slot, row_ids, nrows)))
 
 
-def _build_stack(rows, cols, cost, groups: _Groups, m, max_cost, xp) -> _Stack:
-    """Scatter the candidate pairs (arrays of ``xp``, where the stack is solved) into
-    a padded stack, one problem per group: a row per feature of the group in feature
-    order (a feature without pairs keeps only its dummy), a column per frame-1
-    feature its group's pairs reach, in feature order, then the dummy columns."""
+def _build_stack(rows, cols, cost, groups: _Groups, m, max_cost) -> _Stack:
+    """Scatter the candidate pairs into a padded stack, one problem per group: a row
+    per feature of the group in feature order (a feature without pairs keeps only
+    its dummy), a column per frame-1 feature its group's pairs reach, in feature
+    order, then the dummy columns."""
     G = len(groups.nrows)
     g = groups.gid[rows]
     row_slot = groups.row_slot[rows]
-    col_slot, ncols, col_ids = _slots(g, cols, m, G, xp)
+    col_slot, ncols, col_ids = _slots(g, cols, m, G)
     n_max, m_max = groups.row_ids.shape[1], col_ids.shape[1]
-    stack = xp.full((G, n_max, m_max + n_max), xp.inf, dtype=xp.float64)
+    stack = np.full((G, n_max, m_max + n_max), np.inf, dtype=np.float64)
     stack[g, row_slot, col_slot] = cost
     # every row i may stay unmatched through its own dummy column m_max + i
-    diag = xp.arange(n_max)
-    stack[:, diag, m_max + diag] = xp.where(
+    diag = np.arange(n_max)
+    stack[:, diag, m_max + diag] = np.where(
         diag[None, :] < groups.nrows[:, None], max_cost, 0.0
     )
     return _Stack(stack, groups.row_ids, col_ids, groups.nrows, ncols)
@@ -394,28 +394,28 @@ def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None):
     if len(rows) == 0:
         return None
     groups = _groups(_feature_groups(f0.points, tile))
-    return _build_stack(rows, cols, cost, groups, len(f1.points), max_cost, np)
+    return _build_stack(rows, cols, cost, groups, len(f1.points), max_cost)
 
 
-def _matches(st: _Stack, r, c, xp) -> tuple:
+def _matches(st: _Stack, r, c) -> tuple:
     """``(rows, cols, costs)`` of the features matched by the solved stack, rows
     ascending. A frame-1 feature reachable from two groups may be taken twice: the
     cheaper match keeps it (the earlier on a tie), the other feature stays
     unmatched."""
     G = len(st.nrows)
-    g = xp.arange(G)[:, None]
+    g = np.arange(G)[:, None]
     picked = st.costs[g, r, c]
     ok = (r < st.nrows[:, None]) & (c < st.ncols[:, None])
-    gi = xp.broadcast_to(g, r.shape)[ok]
+    gi = np.broadcast_to(g, r.shape)[ok]
     rows, cols, costs = st.row_ids[gi, r[ok]], st.col_ids[gi, c[ok]], picked[ok]
     if G > 1 and len(rows):
-        order = xp.lexsort(xp.stack([xp.arange(len(costs)), costs, cols]))
+        order = np.lexsort(np.stack([np.arange(len(costs)), costs, cols]))
         sc = cols[order]
-        first = xp.ones(len(sc), bool)
+        first = np.ones(len(sc), bool)
         first[1:] = sc[1:] != sc[:-1]
-        keep = xp.sort(order[first])
+        keep = np.sort(order[first])
         rows, cols, costs = rows[keep], cols[keep], costs[keep]
-    order = xp.argsort(rows)  # the rows are distinct
+    order = np.argsort(rows)  # the rows are distinct
     return rows[order], cols[order], costs[order]
 
 
@@ -451,7 +451,7 @@ class _Matcher:
 
     def assign(self, pred, radius: float) -> tuple:
         """One pass: ``(rows, cols, costs)`` of the matched pairs, on the backend."""
-        p, xp = self.p, self.xp
+        p = self.p
         if len(self.f0.points) == 0 or len(self.f1.points) == 0:
             return self.empty()
         if self.gpu:
@@ -482,9 +482,9 @@ class _Matcher:
             return self.dev.matches(
                 stack, r, c, gr.row_ids, col_ids, ncols, self.n, self.m
             )
-        st = _build_stack(rows, cols, cost, self.groups, self.m, p.max_cost, xp)
+        st = _build_stack(rows, cols, cost, self.groups, self.m, p.max_cost)
         r, c = linear_sum_assignment_batched(st.costs, backend=p.backend)
-        return _matches(st, r, c, xp)
+        return _matches(st, r, c)
 
     def predict(self, rows, cols):
         """Motion of every feature of frame 0 predicted from the matches."""
