@@ -34,6 +34,7 @@ import numpy as np
 from vision_cuts import optical_flow
 from vision_cuts._backend import machine_description, to_numpy
 from vision_cuts.datasets import middlebury_flow as mf
+from vision_cuts.optical_flow import DETECTORS
 
 
 def _median_time(fn, repeat: int, worst: list | None = None):
@@ -126,7 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=None, help="folder holding middlebury_flow/")
     ap.add_argument("--sequences", nargs="+", default=mf.flow_names())
-    ap.add_argument("--detector", default="orb", choices=("orb", "sift"))
+    ap.add_argument("--detector", default="fast-brief", choices=DETECTORS)
     ap.add_argument(
         "--backend",
         nargs="+",

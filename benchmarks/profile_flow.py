@@ -21,10 +21,12 @@ import numpy as np
 
 from vision_cuts import optical_flow
 from vision_cuts.datasets import middlebury_flow as mf
+from vision_cuts.optical_flow import DETECTORS
 
 # (module, attribute) of the stages timed by --stages
 _STAGES = [
     ("vision_cuts.optical_flow", "_features_of_pair"),
+    ("vision_cuts._fast_brief", "detect"),
     ("vision_cuts.optical_flow", "_candidates"),
     ("vision_cuts._optical_flow_gpu", "upload"),
     ("vision_cuts._optical_flow_gpu", "pair_costs"),
@@ -49,7 +51,7 @@ def _sync() -> None:
         pass
 
 
-def stage_times(f0, f1, backend, dense, repeat) -> dict:
+def stage_times(f0, f1, backend, dense, repeat, detector="fast-brief") -> dict:
     totals: dict = defaultdict(list)
     current: dict = defaultdict(float)
     depth = [0]
@@ -80,12 +82,12 @@ def stage_times(f0, f1, backend, dense, repeat) -> dict:
             saved.append((mod, attr, getattr(mod, attr)))
             setattr(mod, attr, wrap(attr, getattr(mod, attr)))
     try:
-        optical_flow(f0, f1, backend=backend, dense=dense)  # warm-up
+        optical_flow(f0, f1, backend=backend, dense=dense, detector=detector)  # warm-up
         for _ in range(repeat):
             current.clear()
             _sync()
             t = time.perf_counter()
-            optical_flow(f0, f1, backend=backend, dense=dense)
+            optical_flow(f0, f1, backend=backend, dense=dense, detector=detector)
             _sync()
             current["total"] = time.perf_counter() - t
             for k, v in current.items():
@@ -102,21 +104,29 @@ def main() -> None:
     ap.add_argument("--sequence", default="Urban2")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--dense", action="store_true")
+    ap.add_argument("--detector", default="fast-brief", choices=DETECTORS)
     ap.add_argument("--stages", action="store_true")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
     f0, f1, _ = mf.load_flow(args.sequence, args.data)
     if args.stages:
-        times = stage_times(f0, f1, args.backend, args.dense, args.repeat)
-        print(f"{args.sequence}, backend {args.backend}, dense {args.dense}: ms")
+        times = stage_times(
+            f0, f1, args.backend, args.dense, args.repeat, args.detector
+        )
+        print(
+            f"{args.sequence}, backend {args.backend}, detector {args.detector}, "
+            f"dense {args.dense}: ms"
+        )
         for k, v in sorted(times.items(), key=lambda kv: -kv[1]):
             print(f"  {k:32s} {v:8.2f}")
         return
-    optical_flow(f0, f1, backend=args.backend, dense=args.dense)  # warm-up
+    optical_flow(
+        f0, f1, backend=args.backend, dense=args.dense, detector=args.detector
+    )  # warm-up
     prof = cProfile.Profile()
     prof.enable()
-    optical_flow(f0, f1, backend=args.backend, dense=args.dense)
+    optical_flow(f0, f1, backend=args.backend, dense=args.dense, detector=args.detector)
     prof.disable()
     pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)
 

@@ -44,15 +44,36 @@ __device__ __forceinline__ void knn_insert(float d, int s, float* best_d, int* b
     best_i[p] = s;
 }
 
-__device__ void knn_search(float qx, float qy, const float* __restrict__ src, int ns,
-                           int k, float* best_d, int* best_i) {
+#define KNN_TILE 256
+
+// the k nearest sources of (qx, qy), by (distance, index). Every thread of the
+// block calls it (the sources pass through shared memory in tiles); `active` says
+// whether the thread has a query.
+__device__ void knn_search(float qx, float qy, bool active, const float* __restrict__ src,
+                           int ns, int k, float* best_d, int* best_i) {
+    __shared__ float2 tile[KNN_TILE];
     for (int t = 0; t < k; ++t) {
         best_d[t] = VC_INF_F;
         best_i[t] = -1;
     }
-    for (int s = 0; s < ns; ++s) {
-        float dx = src[2 * s] - qx, dy = src[2 * s + 1] - qy;
-        knn_insert(dx * dx + dy * dy, s, best_d, best_i, k);
+    float worst = VC_INF_F;  // best_d[k - 1], kept in a register
+    int lane = threadIdx.x + threadIdx.y * blockDim.x;
+    int threads = blockDim.x * blockDim.y;
+    for (int base = 0; base < ns; base += KNN_TILE) {
+        int count = min(KNN_TILE, ns - base);
+        __syncthreads();
+        for (int i = lane; i < count; i += threads)
+            tile[i] = make_float2(src[2 * (base + i)], src[2 * (base + i) + 1]);
+        __syncthreads();
+        if (!active) continue;
+        for (int i = 0; i < count; ++i) {
+            float dx = tile[i].x - qx, dy = tile[i].y - qy;
+            float d = dx * dx + dy * dy;
+            if (d < worst) {
+                knn_insert(d, base + i, best_d, best_i, k);
+                worst = best_d[k - 1];
+            }
+        }
     }
 }
 
@@ -107,10 +128,12 @@ extern "C" __global__ void knn_median(const float* __restrict__ queries, int nq,
                                       const float* __restrict__ vec, int ns, int k,
                                       float* __restrict__ out) {
     int q = blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= nq) return;
+    bool active = q < nq;
     float best_d[KMAX];
     int best_i[KMAX];
-    knn_search(queries[2 * q], queries[2 * q + 1], src, ns, k, best_d, best_i);
+    knn_search(active ? queries[2 * q] : 0.f, active ? queries[2 * q + 1] : 0.f, active,
+               src, ns, k, best_d, best_i);
+    if (!active) return;
     float v[KMAX];
     for (int c = 0; c < 2; ++c) {
         for (int t = 0; t < k; ++t) v[t] = vec[2 * best_i[t] + c];
@@ -127,10 +150,11 @@ extern "C" __global__ void knn_interpolate(const float* __restrict__ src,
                                            float* __restrict__ out) {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= gw || y >= gh) return;
+    bool active = x < gw && y < gh;
     float best_d[KMAX];
     int best_i[KMAX];
-    knn_search(step * x + offset, step * y + offset, src, ns, k, best_d, best_i);
+    knn_search(step * x + offset, step * y + offset, active, src, ns, k, best_d, best_i);
+    if (!active) return;
     const float* pc = grid_colour + ((size_t)y * gw + x) * channels;
     float scale = sqrtf(best_d[0]) + 10.f;
     float su = 0.f, sv = 0.f, sw = 0.f;

@@ -364,9 +364,9 @@ def diagonal_feasible(cp: Any, fin: Any) -> bool:
     a certificate of feasibility that costs one read (stacks with a column per row
     for leaving it unmatched have one)."""
     B, n, N = fin.shape
-    r = cp.arange(n)
-    ok = fin[:, r, r].all(axis=1) | fin[:, r, N - n + r].all(axis=1)
-    return bool(ok.all())
+    first = cp.diagonal(fin, axis1=1, axis2=2).all(axis=1)
+    last = cp.diagonal(fin[:, :, N - n :], axis1=1, axis2=2).all(axis=1)
+    return bool((first | last).all())
 
 
 def infeasible_problems(cp: Any, fin: Any) -> np.ndarray:

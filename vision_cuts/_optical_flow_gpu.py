@@ -55,16 +55,17 @@ class DeviceFeatures(NamedTuple):
 
 
 def upload(points: np.ndarray, desc: np.ndarray, binary: bool) -> DeviceFeatures:
-    """Features of one frame on the device (the descriptors as 32-bit words)."""
+    """Features of one frame on the device (the descriptors as 32-bit words);
+    ``desc`` may already be there."""
     cp = _cp()
     pts = cp.asarray(np.ascontiguousarray(points, dtype=np.float32))
     if binary:
-        d = np.ascontiguousarray(desc, dtype=np.uint8)
+        d = cp.ascontiguousarray(cp.asarray(desc, dtype=cp.uint8))
         if d.shape[1] % 4:
-            d = np.pad(d, ((0, 0), (0, 4 - d.shape[1] % 4)))
-        words = cp.asarray(d.view(np.uint32))
+            d = cp.pad(d, ((0, 0), (0, 4 - d.shape[1] % 4)))
+        words = cp.ascontiguousarray(d).view(cp.uint32)
     else:
-        words = cp.asarray(np.ascontiguousarray(desc, dtype=np.float32))
+        words = cp.ascontiguousarray(cp.asarray(desc, dtype=cp.float32))
     return DeviceFeatures(pts, words, binary)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .cli import _load_image, _Progress, _write_rgb
+from .optical_flow import DETECTORS
 
 _VIEWS = ("arrows", "color", "both")
 
@@ -56,7 +57,7 @@ def add_parser(subparsers) -> None:
         default=None,
         help="flow magnitude of full colour saturation (default: per frame maximum)",
     )
-    f.add_argument("--detector", choices=("orb", "sift"), default="orb")
+    f.add_argument("--detector", choices=DETECTORS, default="fast-brief")
     f.add_argument("--max-features", type=int, default=3000)
     f.add_argument(
         "--search-radius", type=float, default=40.0, help="largest displacement (px)"

@@ -71,6 +71,7 @@ based on a theory for warping", ECCV 2004.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
@@ -84,11 +85,11 @@ __all__ = ["DETECTORS", "FlowResult", "optical_flow", "optical_flow_frames"]
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("orb", "sift")
+DETECTORS = ("fast-brief", "orb", "sift")
 
 #: Default cost of leaving a feature unmatched, per detector (descriptor distances
 #: lie in [0, 1]; the displacement penalty adds at most ``displacement_weight``).
-_MAX_COST = {"orb": 0.35, "sift": 0.3}
+_MAX_COST = {"fast-brief": 0.35, "orb": 0.35, "sift": 0.3}
 _NEIGHBOURS = 12  # matches whose median vector predicts the local motion
 _LK_WINDOW = 15
 _LK_MAX_SHIFT = 3.0  # px a refined match may move away from its seed
@@ -191,11 +192,27 @@ def _detect(grey: np.ndarray, detector: str, max_features: int, snap: bool):
     return _as_first(feats, grey.shape) if snap else feats
 
 
-def _features(grey: np.ndarray, detector: str, max_features: int) -> _Features:
+def _features(
+    grey: np.ndarray, detector: str, max_features: int, backend: str = "cpu"
+) -> _Features:
     """At most ``max_features`` keypoints spread over the frame, with descriptors
-    (only the kept keypoints are described), strongest first."""
+    (only the kept keypoints are described), strongest first. ``"fast-brief"`` runs
+    where ``backend`` says (on the device its descriptors stay there: a CuPy
+    array); ORB and SIFT run on the host (OpenCV)."""
     import cv2
 
+    if detector == "fast-brief":
+        if backend == "gpu":
+            from . import _fast_brief_gpu
+            from ._optical_flow_gpu import array_module
+
+            ((points, desc),) = _fast_brief_gpu.detect(
+                [array_module().asarray(grey)], max_features
+            )
+            return _Features(to_numpy(points), desc, True)
+        from . import _fast_brief
+
+        return _Features(*_fast_brief.detect(grey, max_features), True)
     pool = _OVERDETECT * max_features
     if detector == "orb":
         algo = cv2.ORB_create(
@@ -225,11 +242,23 @@ def _features(grey: np.ndarray, detector: str, max_features: int) -> _Features:
     return _Features(pts, np.ascontiguousarray(desc), True)
 
 
-def _features_of_pair(grey0, grey1, detector: str, max_features: int) -> tuple:
-    """The features of both frames of a pair (see :func:`_as_first`), the second
-    frame's detected on a worker thread (OpenCV releases the GIL)."""
+def _features_of_pair(
+    grey0, grey1, detector: str, max_features: int, backend: str = "cpu"
+) -> tuple:
+    """The features of both frames of a pair (see :func:`_as_first`); on the host
+    the second frame's are detected on a worker thread (OpenCV and the compiled
+    steps release the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if detector == "fast-brief" and backend == "gpu":  # both frames at once
+        from . import _fast_brief_gpu
+        from ._optical_flow_gpu import array_module
+
+        xp = array_module()
+        frames = [xp.asarray(grey0), xp.asarray(grey1)]
+        found = _fast_brief_gpu.detect(frames, max_features)
+        f0, f1 = (_Features(to_numpy(p), d, True) for p, d in found)
+        return _as_first(f0, grey0.shape), f1
     with ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-detect") as pool:
         second = pool.submit(_features, grey1, detector, max_features)
         f0 = _as_first(_features(grey0, detector, max_features), grey0.shape)
@@ -245,7 +274,14 @@ def _as_first(feats: _Features, shape: tuple) -> _Features:
     cells = _snapped(feats.points, h, w)
     _, first = np.unique(cells[:, 1] * w + cells[:, 0], return_index=True)
     first.sort()
-    return _Features(cells[first], feats.desc[first], feats.binary)
+    desc = feats.desc
+    if is_cupy_array(desc):  # described on the device
+        from ._optical_flow_gpu import array_module
+
+        first_rows = array_module().asarray(first)
+    else:
+        first_rows = first
+    return _Features(cells[first], desc[first_rows], feats.binary)
 
 
 def _snapped(pts: np.ndarray, h: int, w: int) -> np.ndarray:
@@ -465,8 +501,8 @@ class _Matcher:
             )
         if len(rows) == 0:
             return self.empty()
+        gr = self.groups
         if self.gpu:
-            gr = self.groups
             stack, col_ids, ncols = self.dev.build_stack(
                 rows,
                 cols,
@@ -482,7 +518,7 @@ class _Matcher:
             return self.dev.matches(
                 stack, r, c, gr.row_ids, col_ids, ncols, self.n, self.m
             )
-        st = _build_stack(rows, cols, cost, self.groups, self.m, p.max_cost)
+        st = _build_stack(rows, cols, cost, gr, self.m, p.max_cost)
         r, c = linear_sum_assignment_batched(st.costs, backend=p.backend)
         return _matches(st, r, c)
 
@@ -610,13 +646,17 @@ def _refine_on_device(matcher, img0, img1, rows, cols, costs, refine) -> tuple:
         targets, ok = dev.refine(
             f0, f1, points, targets, _LK_WINDOW, _LK_MAX_SHIFT, _FB_MAX_ERROR
         )
-        points, targets, costs = points[ok], targets[ok], costs[ok]
+        keep = xp.flatnonzero(ok)  # one read of the count for the three arrays
+        points, targets, costs = points[keep], targets[keep], costs[keep]
         if len(points) > 2:
             vec = targets - points
             pred = _median_near(points, vec, points, gpu=True)
             ok = xp.linalg.norm(vec - pred, axis=1) <= _MAX_DEVIATION
-            points, targets, costs = points[ok], targets[ok], costs[ok]
-    return to_numpy(points), to_numpy(targets), to_numpy(costs)
+            keep = xp.flatnonzero(ok)
+            points, targets, costs = points[keep], targets[keep], costs[keep]
+    # one copy back
+    both = to_numpy(xp.concatenate([points, targets, costs[:, None]], axis=1))
+    return both[:, :2].astype(np.float32), both[:, 2:4].astype(np.float32), both[:, 4]
 
 
 # --------------------------------------------------------------------------- dense
@@ -944,7 +984,7 @@ def optical_flow(
     *,
     backend: str = "auto",
     dense: bool = False,
-    detector: str = "orb",
+    detector: str = "fast-brief",
     max_features: int = 3000,
     search_radius: float = 40.0,
     local_radius: float = 6.0,
@@ -969,8 +1009,13 @@ def optical_flow(
         detection runs there (see the module docstring).
     dense : bool
         Also return per-pixel flow interpolated from the matches.
-    detector : {"orb", "sift"}
-        OpenCV feature detector and descriptor.
+    detector : {"fast-brief", "orb", "sift"}
+        Feature detector and descriptor. ``"fast-brief"``: FAST corners on two
+        scales ranked by the Harris response, with unsteered 256-bit BRIEF
+        descriptors, defined in integers and computed where ``backend`` runs
+        (compiled on the CPU, kernels on the device), the same features on both
+        (``_fast_brief`` defines it). ``"orb"`` and ``"sift"``: OpenCV's, on the
+        CPU (ORB on two pyramid levels).
     max_features : int
         Upper bound on the features detected per frame.
     search_radius : float
@@ -1066,7 +1111,9 @@ def optical_flow(
     params = params._replace(backend=resolve_backend(backend, frame0, frame1))
     progress = _Steps(callback, 3 + params.local_passes + int(dense))
     grey0, grey1 = _grey(img0), _grey(img1)
-    f0, f1 = _features_of_pair(grey0, grey1, detector, params.max_features)
+    f0, f1 = _features_of_pair(
+        grey0, grey1, detector, params.max_features, params.backend
+    )
     progress()
     result = _flow_pair(
         img0, img1, grey0, grey1, f0, f1, params, dense, refine, None, progress
@@ -1087,7 +1134,7 @@ def optical_flow_frames(
     *,
     backend: str = "auto",
     dense: bool = False,
-    detector: str = "orb",
+    detector: str = "fast-brief",
     max_features: int = 3000,
     search_radius: float = 40.0,
     local_radius: float = 6.0,
@@ -1151,8 +1198,9 @@ def optical_flow_frames(
     it = iter(frames)
     index = [0]
 
-    def read():
-        """The next frame checked, its grey image and its features; None at the end."""
+    def read(where: str):
+        """The next frame checked, its grey image and its features (detected where
+        ``where`` says); None at the end."""
         frame = next(it, None)
         if frame is None:
             return None
@@ -1160,22 +1208,25 @@ def optical_flow_frames(
         index[0] += 1
         img = _check_frame(frame, name)
         grey = _grey(img)
-        return frame, name, img, grey, _features(grey, detector, params.max_features)
+        feats = _features(grey, detector, params.max_features, where)
+        return frame, name, img, grey, feats
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-frames")
     try:
-        cur = read()
-        if cur is None:
+        first = next(it, None)
+        if first is None:
             return
-        on_gpu = is_cupy_array(cur[0])
-        params = params._replace(backend=resolve_backend(backend, cur[0]))
-        ahead = pool.submit(read)
+        on_gpu = is_cupy_array(first)
+        params = params._replace(backend=resolve_backend(backend, first))
+        it = itertools.chain([first], it)
+        cur = read(params.backend)
+        ahead = pool.submit(read, params.backend)
         prev = None
         while True:
             nxt = ahead.result()
             if nxt is None:
                 return
-            ahead = pool.submit(read)  # overlaps the solve below
+            ahead = pool.submit(read, params.backend)  # overlaps the solve below
             _, _, img0, grey0, feat0 = cur
             _, name, img1, grey1, feat1 = nxt
             if img1.shape != img0.shape:
