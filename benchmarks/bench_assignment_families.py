@@ -16,7 +16,14 @@ Each time is the median of ``--repeat`` runs after a warm-up, with the worst run
 parentheses. Every total is checked against the CPU backend's (exact for integer
 costs, within ``float_tolerance`` on the GPU for float costs); a mismatch aborts.
 
+``--small``: instead, stacks of 64 small problems through
+``linear_sum_assignment_batched`` (uniform float costs; square and rectangular;
+dense, and sparse with a dummy column per row as the flow's stacks have), the CPU
+backend and a loop of SciPy calls beside the GPU in the same run, with the GPU's path
+and work counters.
+
     python benchmarks/bench_assignment_families.py --sizes 1000 4000 [--backend cpu gpu]
+    python benchmarks/bench_assignment_families.py --small [--backend cpu gpu]
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import time
 import numpy as np
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
-from vision_cuts import linear_sum_assignment
+from vision_cuts import linear_sum_assignment, linear_sum_assignment_batched
 from vision_cuts._backend import machine_description
 from vision_cuts.datasets.synthetic import ASSIGNMENT_FAMILIES, assignment_costs
 
@@ -49,6 +56,98 @@ def total(cost, r, c) -> float:
     return float(np.asarray(cost)[np.asarray(r), np.asarray(c)].sum())
 
 
+#: (rows, columns, density) of the --small stacks; density < 1: forbidden pairs
+#: (inf) and a dummy column per row at 0.35 after the columns, as the flow's stacks
+SMALL_SHAPES = [
+    (16, 16, 1.0),
+    (32, 32, 1.0),
+    (100, 100, 1.0),
+    (128, 128, 1.0),
+    (100, 100, 0.25),
+    (47, 64, 1.0),
+    (30, 200, 1.0),
+    (200, 56, 1.0),
+    (100, 150, 1.0),
+    (16, 16, 0.05),
+    (47, 64, 0.05),
+    (47, 64, 0.25),
+    (100, 150, 0.25),
+    (128, 128, 0.05),
+]
+
+
+def small_stack(B: int, n: int, m: int, density: float, rng) -> np.ndarray:
+    c = rng.random((B, n, m))
+    if density >= 1:
+        return c
+    c[rng.random((B, n, m)) > density] = np.inf
+    if n == m and density > 0.2:  # square and sparse: no dummy columns
+        return c
+    dummy = np.full((B, n, n), np.inf)
+    dummy[:, np.arange(n), np.arange(n)] = 0.35
+    return np.concatenate([c, dummy], axis=2)
+
+
+def small(args) -> None:
+    print(f"machine: {machine_description()}")
+    print(
+        "| stack | cpu ms | scipy loop ms | gpu ms | gpu dev ms | cpu / gpu dev | "
+        "path | phases | bids |"
+    )
+    print("|---" * 9 + "|")
+    rows = []
+    for n, m, density in SMALL_SHAPES:
+        rng = np.random.default_rng(args.seed)
+        stack = small_stack(64, n, m, density, rng)
+        name = f"64x{n}x{stack.shape[2]}" + (f" ({density:.0%})" if density < 1 else "")
+        row = {"stack": name}
+        (r, c), *row["cpu"] = timed(
+            lambda s=stack: linear_sum_assignment_batched(s, backend="cpu"), args.repeat
+        )
+        want = [total(stack[b], r[b], c[b]) for b in range(len(stack))]
+        _, *row["scipy"] = timed(lambda s=stack: [scipy_lsa(p) for p in s], args.repeat)
+        st = {}
+        if "gpu" in args.backend:
+            import cupy
+
+            from vision_cuts._assignment_gpu import float_tolerance
+
+            (r, c, st), *row["gpu"] = timed(
+                lambda s=stack: linear_sum_assignment_batched(
+                    s, backend="gpu", return_stats=True
+                ),
+                args.repeat,
+            )
+            for b in range(len(stack)):
+                tol = float_tolerance(stack[b]) + 1e-9 * max(1.0, abs(want[b]))
+                assert total(stack[b], r[b], c[b]) <= want[b] + tol, (name, b)
+            dev = cupy.asarray(stack)
+            _, *row["gpu_dev"] = timed(
+                lambda d=dev: linear_sum_assignment_batched(d, backend="gpu"),
+                args.repeat,
+                cupy.cuda.Device().synchronize,
+            )
+            row["stats"] = {k: v for k, v in st.items() if k != "per_phase"}
+        rows.append(row)
+        ms = lambda t: f"{1e3 * t[0]:.2f} ({1e3 * t[1]:.2f})"  # noqa: E731
+        gd = row.get("gpu_dev")
+        cells = [
+            name,
+            ms(row["cpu"]),
+            ms(row["scipy"]),
+            ms(row["gpu"]) if "gpu" in row else "-",
+            ms(gd) if gd else "-",
+            f"{row['cpu'][0] / gd[0]:.2f}x" if gd else "-",
+            str(st.get("path", "-")),
+            str(st.get("phases", "-")),
+            str(st.get("bids", "-")),
+        ]
+        print("| " + " | ".join(cells) + " |", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": machine_description(), "rows": rows}, fh, indent=1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=int, default=[1000, 4000])
@@ -66,6 +165,9 @@ def main() -> None:
         help="override a setting of vision_cuts._assignment_gpu (tuning runs)",
     )
     ap.add_argument("--no-cpu", action="store_true", help="GPU columns only")
+    ap.add_argument(
+        "--small", action="store_true", help="batched stacks of small problems"
+    )
     args = ap.parse_args()
     if args.set:
         from vision_cuts import _assignment_gpu as g
@@ -74,6 +176,9 @@ def main() -> None:
             name, value = item.split("=")
             setattr(g, name, type(getattr(g, name))(int(value)))
         print("settings:", args.set)
+    if args.small:
+        small(args)
+        return
     try:
         import lap
     except ImportError:

@@ -32,6 +32,7 @@ _STAGES = [
     ("vision_cuts._optical_flow_gpu", "pair_costs"),
     ("vision_cuts.optical_flow", "_build_stack"),
     ("vision_cuts.optical_flow", "linear_sum_assignment_batched"),
+    ("vision_cuts._optical_flow_gpu", "solve"),
     ("vision_cuts.optical_flow", "_matches"),
     ("vision_cuts.optical_flow", "_median_near"),
     ("vision_cuts.optical_flow", "_refine"),

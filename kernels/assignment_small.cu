@@ -36,8 +36,9 @@
 //
 // Outputs per problem b: row_ind / col_ind (int64, min(n, m) pairs, in the caller's
 // orientation, row_ind increasing), status (0 solved, 1 infeasible: a real row holds a
-// forbidden pair, 3 price overflow) and, with want != 0, col4row (B, N) and the final
-// prices (B, N), which certify the optimum of the scaled problem.
+// forbidden pair, 3 price overflow), the work counters `work` (B, 2): phases and bids,
+// and, with want != 0, col4row (B, N) and the final prices (B, N), which certify the
+// optimum of the scaled problem.
 //
 // Compile-time constants (Python prepends `#define`s):
 //   SA_C      columns per lane: 1, 2, 4 or 8
@@ -233,7 +234,7 @@ extern "C" __global__ void __launch_bounds__(SA_WARPS * 32, SA_MINB)
              long long big, long long smax, int alpha, int ws, int area,
              long long* __restrict__ rows_out, long long* __restrict__ cols_out,
              signed char* __restrict__ status, int* __restrict__ col4row,
-             long long* __restrict__ prices, int want) {
+             long long* __restrict__ prices, int want, long long* __restrict__ work) {
     const int lane = threadIdx.x & 31;
     const int w = threadIdx.x >> 5;
     const int b = blockIdx.x * SA_WARPS + w;
@@ -286,7 +287,9 @@ extern "C" __global__ void __launch_bounds__(SA_WARPS * 32, SA_MINB)
     long long eps = smax;
     int err = 0;
     bool first = true;
+    long long phases = 0, bids = 0;  // the work counters (the same in every lane)
     do {
+        ++phases;
         eps /= alpha;
         if (eps < 1) eps = 1;
         if (!first) {
@@ -322,6 +325,7 @@ extern "C" __global__ void __launch_bounds__(SA_WARPS * 32, SA_MINB)
         while (true) {
             const unsigned act = __ballot_sync(SA_FULL, fr != 0u);
             if (act == 0u) break;
+            ++bids;
             const int L = __ffs(act) - 1;
             int slot = 0;
             if (SA_C > 1) slot = __ffs(__shfl_sync(SA_FULL, fr, L)) - 1;
@@ -396,7 +400,11 @@ extern "C" __global__ void __launch_bounds__(SA_WARPS * 32, SA_MINB)
         if (lane * SA_C + c < N && own[c] >= 0) scol[own[c]] = lane * SA_C + c;
     }
     __syncwarp();
-    if (lane == 0) status[b] = (signed char)(err ? 3 : (bad ? 1 : 0));
+    if (lane == 0) {
+        status[b] = (signed char)(err ? 3 : (bad ? 1 : 0));
+        work[2 * b] = phases;
+        work[2 * b + 1] = bids;
+    }
     long long* ro = rows_out + (size_t)b * n;
     long long* co = cols_out + (size_t)b * n;
     if (!transposed) {

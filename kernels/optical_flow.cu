@@ -243,7 +243,7 @@ __device__ __forceinline__ bool proposal(const double* __restrict__ stack,
     if (*i < 0) return false;
     *j = col_ids[(size_t)g * m_max + cc];
     *cost = stack[((size_t)g * n_max + rr) * N + cc];
-    return true;
+    return isfinite(*cost);  // a forbidden pair is never a match
 }
 
 #define PROPOSAL_ARGS                                                              \

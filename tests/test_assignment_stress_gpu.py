@@ -41,8 +41,12 @@ def _check_work(stats, n, m, batch=1):
     from vision_cuts import _assignment_gpu as g
 
     assert stats["backend"] == "gpu"
-    if stats["path"] != "rows":
+    if stats["path"] == "small":  # square problems only: no padding rows
+        assert n == m, stats
+        assert 1 <= stats["phases"] <= 64, stats
+        assert stats["bids"] <= BIDS_PER_ROW_PHASE * batch * n * stats["phases"], stats
         return
+    assert stats["path"] == "rows", stats
     rows = batch * min(n, m)
     phases = stats["phases"]
     assert 1 <= phases <= g._ROW_MAX_PHASES
@@ -91,6 +95,43 @@ def test_batched_against_cpu(rng, kind, shape):
         if kind != "geometric":
             assert got == want
     _check_work(stats, *shape[1:], batch=shape[0])
+
+
+@pytest.mark.parametrize(
+    "shape, density",
+    [
+        ((64, 32, 32), 1.0),
+        ((64, 100, 100), 0.25),
+        ((64, 47, 64), 1.0),
+        ((64, 200, 56), 1.0),
+        ((64, 47, 64), 0.05),
+        ((32, 128, 128), 0.05),
+    ],
+)
+def test_small_stacks_against_cpu(rng, shape, density):
+    """Stacks of small problems, square and rectangular, dense and sparse (a dummy
+    column per row where sparse and rectangular, as the flow's): the totals of the
+    CPU backend, and bounded work on whichever path solves them (the small kernels
+    take square problems only: padded rectangular ones bid for seconds there)."""
+    from vision_cuts import _assignment_gpu as g
+
+    B, n, m = shape
+    cost = rng.random(shape)
+    if density < 1:
+        cost[rng.random(shape) > density] = np.inf
+        if n != m or density < 0.2:
+            dummy = np.full((B, n, n), np.inf)
+            dummy[:, np.arange(n), np.arange(n)] = 0.35
+            cost = np.concatenate([cost, dummy], axis=2)
+    r0, c0 = linear_sum_assignment_batched(cost, backend="cpu")
+    r, c, stats = linear_sum_assignment_batched(cost, backend="gpu", return_stats=True)
+    for b in range(B):
+        want = _total(cost[b], r0[b], c0[b])
+        got = _total(cost[b], r[b], c[b])
+        assert got <= want + _tolerance(cost[b]) + 1e-9, b
+    small = g.small_problem(min(cost.shape[1:]), max(cost.shape[1:]))
+    assert stats["path"] == ("small" if small else "rows")
+    _check_work(stats, cost.shape[1], cost.shape[2], batch=B)
 
 
 def test_flow_stacks_of_the_front_end(rng):

@@ -38,9 +38,12 @@ checked before launching: integer costs whose range is too large for it raise
 ``ValueError``, float costs get fewer quantisation levels. The kernels also flag an
 overflow instead of wrapping.
 
-Kernels, chosen by problem size ``N``:
+Kernels, chosen by problem size ``N`` and shape (``small_problem``: the small
+kernels take square problems only; a rectangular one goes to the large-problem path,
+whose free columns cost nothing, where the small kernels would pad it with rows of
+zeros that bid one at a time):
 
-* ``N <= 256`` (where one problem's N x N scaled costs fit in a block's shared
+* square, ``N <= 256`` (where one problem's N x N scaled costs fit in a block's shared
   memory, i.e. ``N`` up to about 237 with int32 costs): ``sa_solve``
   (``kernels/assignment_small.cu``), one warp per problem, reading the stack as given
   (no scaled copy), all phases in one launch, Gauss-Seidel auction (one free row bids
@@ -52,8 +55,8 @@ Kernels, chosen by problem size ``N``:
   per problem (eight per block), one row per lane, all phases in one launch;
   shared-memory column words. ``32 < N <= 256``: ``assign_small_block``, one block
   per problem, a thread per row (``SMALL_FUSED = False`` selects these two).
-* ``N > 256``: ``assign_rows_solve`` (``kernels/assignment_rows.cu``), every phase in
-  one persistent launch (grid barriers between the steps; eps divided by
+* ``N > 256``, or rectangular: ``assign_rows_solve`` (``kernels/assignment_rows.cu``),
+  every phase in one persistent launch (grid barriers between the steps; eps divided by
   ``ROW_ALPHA``), a warp per row over all rows of the stack, global-memory column
   words. Each row scans a candidate list of at most ``_ROW_CAND`` of its arcs, kept
   with a lower bound of the reduced costs of the arcs left out, rebuilt from the whole
@@ -99,7 +102,7 @@ FLOAT_LEVELS_MIN = 2**16  # fewest levels before int64 costs are used instead
 _INT32_MAX = 2**31 - 1
 _EXACT_FLOAT = 2**53
 _WARP_MAX_N = 32  # assign_small_warp up to this N
-_BLOCK_MAX_N = 256  # assign_small_block up to this N, the row kernels above
+_BLOCK_MAX_N = 256  # the small kernels up to this N (square problems only)
 _WARP_PROBLEMS = 8  # problems (warps) per block of assign_small_warp
 _ROW_BLOCK = 256  # ASSIGN_BLOCK
 _ROW_MIN_BLOCKS = 4  # ASSIGN_MIN_BLOCKS: co-resident blocks per SM
@@ -159,7 +162,7 @@ def make_plan(
     leaves them out (absent arcs), so they add nothing to the cost range there.
     """
     bits = max(1, N.bit_length())
-    forbidden = forbidden and N <= _BLOCK_MAX_N
+    forbidden = forbidden and small_problem(n, N)
     if integral:
         span = int(hi) - int(lo)
         base = n * span + 1 if forbidden else span
@@ -208,6 +211,17 @@ def make_plan(
         bits,
         "int" if smax < _INT32_MAX else "long long",
     )
+
+
+def small_problem(n: int, N: int) -> bool:
+    """Whether an n x N problem (n <= N) goes to the small kernels: square ones up to
+    ``_BLOCK_MAX_N``. A rectangular one would be padded with N - n rows of zeros
+    whose bids (one free row at a time) cost far more than the large-problem path's
+    free columns: 64 problems of 128 x 256 with forbidden pairs took 1.7-4 s there
+    against 3-19 ms on the large-problem path, and 64 flow-like stacks of 47 x 111
+    7 ms against 1.9 ms (H100; ``benchmarks/bench_assignment_families.py
+    --small``)."""
+    return N <= _BLOCK_MAX_N and n == N
 
 
 def _smax(n: int, N: int, levels: int, forbidden: bool) -> int:
@@ -453,7 +467,7 @@ def _fused_geometry(plan: Plan, device: int) -> tuple | None:
     ``sa_solve`` for this plan, or None where it does not apply (``N`` above
     ``_BLOCK_MAX_N``, or the N x N costs of one problem exceed shared memory)."""
     N = plan.N
-    if not SMALL_FUSED or N > _BLOCK_MAX_N:
+    if not SMALL_FUSED or not small_problem(plan.n, N):
         return None
     per_lane = 1 if N <= 32 else 2 if N <= 64 else 4 if N <= 128 else 8
     ws = -(-N // per_lane) * per_lane
@@ -470,7 +484,8 @@ def _fused_geometry(plan: Plan, device: int) -> tuple | None:
 
 def _solve_small_fused(cp: Any, prep: dict, geometry: tuple, want: bool) -> tuple:
     """``sa_solve`` on the stack as given: ``(row_ind, col_ind, status, col4row,
-    prices)``, the last two (of the padded problems) only with ``want``."""
+    prices, stats)``, col4row and prices (of the padded problems) only with
+    ``want``; ``stats``: the most phases of a problem and the bids of all."""
     plan, raw = prep["plan"], prep["raw"]
     per_lane, ws, area, wpb, shared = geometry
     B, n, N = raw.shape[0], plan.n, plan.N
@@ -518,14 +533,17 @@ def _solve_small_fused(cp: Any, prep: dict, geometry: tuple, want: bool) -> tupl
         prices,
         np.int32(want),
     )
-    kernel(((B + wpb - 1) // wpb,), (32 * wpb,), args, shared_mem=shared)
+    work = cp.empty((B, 2), dtype=cp.int64)
+    kernel(((B + wpb - 1) // wpb,), (32 * wpb,), args + (work,), shared_mem=shared)
     status = status.get()
     if (status == _OVERFLOW).any():
         raise RuntimeError(
             "GPU assignment: price overflow (the bound checked before "
             f"the launch was violated; plan {plan})"
         )
-    return rows, cols, status, col4row, prices
+    phases, bids = work.get().T
+    stats = {"phases": int(phases.max()), "bids": int(bids.sum())}
+    return rows, cols, status, col4row, prices, stats
 
 
 def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
@@ -648,7 +666,7 @@ def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
     ``stats`` (row kernels only) counting phases, global updates and their
     Bellman-Ford sweeps. ``fixing=False`` turns arc fixing off for this run."""
     plan = prep["plan"]
-    small = plan.N <= _BLOCK_MAX_N
+    small = small_problem(plan.n, plan.N)
     S = scaled(cp, prep, transposed_layout=small)
     if prep["x"].shape[0] * plan.N >= 2**31:
         raise ValueError(
@@ -721,10 +739,10 @@ def linear_sum_assignment_batched_gpu(
         return empty, empty.copy(), np.full(B, INVALID, dtype=np.int8), _no_run()
     geometry = _fused_geometry(prep["plan"], cp.cuda.Device().id)
     if geometry is not None:
-        rows, cols, status, col4row, prices = _solve_small_fused(
+        rows, cols, status, col4row, prices, work = _solve_small_fused(
             cp, prep, geometry, return_prices
         )
-        run: dict = {"stats": {"path": "small"}}
+        run: dict = {"stats": {"path": "small", **work}}
         if return_prices:
             run.update(
                 plan=prep["plan"],
@@ -735,7 +753,9 @@ def linear_sum_assignment_batched_gpu(
             )
         return rows, cols, status, run
     fin, feasibility = prep["fin"], "none"
-    if prep["plan"].N > _BLOCK_MAX_N and fin is not None:
+    plan = prep["plan"]
+    small = small_problem(plan.n, plan.N)
+    if not small and fin is not None:
         # forbidden pairs are absent arcs there, and an infeasible problem would bid
         # for ever: a matching finds those first, and the rest is solved without them
         feasibility = "diagonal"
@@ -749,22 +769,49 @@ def linear_sum_assignment_batched_gpu(
     col4row, prices, S, stats = solve_scaled(cp, prep, fixing=not return_prices)
     rows, cols, status = finish(cp, prep, col4row)
     stats = {
-        "path": "rows" if prep["plan"].N > _BLOCK_MAX_N else "small",
+        "path": "small" if small else "rows",
         "feasibility": feasibility,
         **stats,
     }
     run = {"stats": stats}
     if return_prices:
-        if prep["plan"].N > _BLOCK_MAX_N:
-            _pad_rows_take_free_columns(cp, col4row, prep["plan"].n)
+        if not small:
+            _pad_rows_take_free_columns(cp, col4row, plan.n)
         run.update(
             plan=prep["plan"],
             S=S,
             prices=prices,
             col4row=col4row,
-            transposed_layout=prep["plan"].N <= _BLOCK_MAX_N,
+            transposed_layout=small,
         )
     return rows, cols, status, run
+
+
+def solve_with_dummies(costs: Any, lo: float, hi: float) -> tuple:
+    """For a caller that builds its own stacks: the (B, n, N) float64 CuPy stack
+    ``costs`` (n < N; no NaN; finite costs within [lo, hi]; every row with a finite
+    cost in column N - n + row, so every problem is feasible) solved without the
+    measuring pass and the feasibility checks of the public function: ``(col of
+    every row (B, n) int64, stats)``. The bounds set the quantisation as the
+    measured range would (a looser bound only coarsens it)."""
+    import cupy as cp
+
+    x = cp.ascontiguousarray(costs, dtype=cp.float64)
+    B, n, N = x.shape
+    plan = make_plan(n, N, float(lo), float(hi), True, False)
+    if small_problem(n, N):
+        raise ValueError(f"expected n < N, got a ({n}, {N}) stack")
+    prep = {
+        "raw": x,
+        "x": x,
+        "neg": False,
+        "transposed": False,
+        "invalid": False,
+        "fin": cp.isfinite(x),
+        "plan": plan,
+    }
+    col4row, _, _, stats = solve_scaled(cp, prep)
+    return col4row[:, :n].astype(cp.int64), {"path": "rows", **stats}
 
 
 def _no_run() -> dict:

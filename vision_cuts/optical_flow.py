@@ -514,7 +514,9 @@ class _Matcher:
                 self.m,
                 p.max_cost,
             )
-            r, c = linear_sum_assignment_batched(stack, backend=p.backend)
+            # the stack is ours: costs in [0, hi], a dummy per row, no NaN
+            hi = max(p.max_cost, 1.0 + p.displacement_weight)
+            r, c = self.dev.solve(stack, hi)
             return self.dev.matches(
                 stack, r, c, gr.row_ids, col_ids, ncols, self.n, self.m
             )
