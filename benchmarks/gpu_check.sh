@@ -9,7 +9,8 @@
 #   assignment  assignment benchmark against SciPy and lap in the same run
 #   stereo      Middlebury stereo evaluation against cv2.StereoSGBM
 #   refine      interactive GrabCut latency (box cut, then strokes) at ~1 MP
-#   stress      the assignment stress tests (cost families of real callers), the
+#   stress      the assignment stress tests (cost families of real callers), stacks
+#               of small problems (square and rectangular) against the CPU, the
 #               work of the GPU assignment on the optical flow's own cost stacks, and
 #               the assignment benchmark's single problems (geometric up to 4000)
 #   flow        optical flow: its GPU tests, the video benchmark (a 640x480 clip,
@@ -102,6 +103,9 @@ fi
 if want stress; then
     VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider \
         tests/test_assignment_stress_gpu.py 2>&1 | tee "$OUT/tests_stress.log" || rc=1
+    python3 -P benchmarks/bench_assignment_families.py --small --backend cpu gpu \
+        --json "$OUT/bench_assignment_small.json" 2>&1 | tee "$OUT/bench_assignment_small.log" \
+        || rc=1
     if have_data stress; then
         python3 -P benchmarks/diag_assignment_stall.py --variants default \
             --sequences Urban2 RubberWhale Grove2 2>&1 | tee "$OUT/diag_flow_stacks.log" \
@@ -110,8 +114,8 @@ if want stress; then
 fi
 if want flow; then
     VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
-        tests/test_optical_flow.py tests/test_cli_optical_flow.py 2>&1 \
-        | tee "$OUT/tests_flow.log" || rc=1
+        tests/test_optical_flow.py tests/test_cli_optical_flow.py tests/test_fast_brief.py \
+        2>&1 | tee "$OUT/tests_flow.log" || rc=1
     python3 -P benchmarks/bench_flow_video.py --frames 150 --backend cpu gpu \
         --json "$OUT/bench_flow_video.json" 2>&1 | tee "$OUT/bench_flow_video.log" || rc=1
     if have_data flow; then
