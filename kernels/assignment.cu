@@ -31,6 +31,12 @@
 //     separated by a barrier (__syncthreads_or / __any_sync), bids are shared-memory
 //     atomics.
 //   The large problems (N > 256) run in assignment_rows.cu.
+//   scale_costs_f64     one thread per entry of the (B, N, N) output: the scaled costs
+//                       of a C-contiguous float64 (B, n, N) stack for the large-problem
+//                       path in one pass (the CuPy expression of scaled() in
+//                       _assignment_gpu.py, bit for bit): rint((x - lo) * ratio) clipped
+//                       to [0, levels], times N + 1; `absent` where x is not finite;
+//                       rows n..N-1 zero.
 //
 // Compile-time constant (Python prepends a `#define`):
 //   COST_T              int (scaled costs < 2**31) or long long
@@ -160,4 +166,27 @@ extern "C" __global__ void assign_small_block(const COST_T* __restrict__ costT, 
     a_solve_small<false>(costT + (size_t)b * N * N, N, smax, alpha, bits, sw, scol,
                          serr, threadIdx.x, blockDim.x, col_out + (size_t)b * N,
                          price_out + (size_t)b * N, err_out + b);
+}
+
+extern "C" __global__ void scale_costs_f64(const double* __restrict__ x, long long total,
+                                           int n, int N, double lo, int neg,
+                                           double ratio, double levels, long long np1,
+                                           long long absent, COST_T* __restrict__ out) {
+    long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (k >= total) return;
+    long long per = (long long)N * N;
+    long long b = k / per, rem = k - b * per;
+    int r = (int)(rem / N), c = (int)(rem - (long long)r * N);
+    COST_T v = 0;
+    if (r < n) {
+        double xv = x[(b * n + r) * N + c];
+        if (!isfinite(xv)) {
+            v = (COST_T)absent;
+        } else {
+            double d = neg ? (-lo - xv) : (xv - lo);
+            double q = fmin(fmax(rint(d * ratio), 0.0), levels);
+            v = (COST_T)((long long)q * np1);
+        }
+    }
+    out[k] = v;
 }

@@ -406,3 +406,37 @@ def test_rows_candidate_lists(rng, monkeypatch, alpha, quiet, batch, cand):
         assert stats["phases"] == len(g.schedule(run["plan"].smax, alpha))
         assert stats["list_builds"] >= stats["phases"]  # every row, every phase
         assert stats["bids"] > 0
+
+
+@pytest.mark.parametrize("neg", [False, True])
+@pytest.mark.parametrize("shape", [(3, 40, 300), (2, 300, 300), (1, 5, 600)])
+def test_scaled_kernel_is_the_expression(rng, neg, shape):
+    """scale_costs_f64 (one kernel for the large-problem path's float stacks) gives
+    the integer costs of scaled()'s CuPy expression, bit for bit."""
+    import cupy
+
+    from vision_cuts import _assignment_gpu as g
+
+    x = rng.normal(0, 3, shape)
+    x[rng.random(shape) < 0.3] = np.inf if not neg else -np.inf
+    x[:, 0, 0] = 7.0  # a finite value in every problem
+    fin = np.isfinite(x)
+    lo, hi = float(x[fin].min()), float(x[fin].max())
+    if neg:
+        lo, hi = -hi, -lo
+    n, N = shape[1:]
+    plan = g.make_plan(n, N, lo, hi, True, False)
+    assert plan.big is None and plan.levels is not None
+    dev = cupy.asarray(x)
+    fast = {"x": dev, "plan": plan, "fin": None, "neg": neg}
+    # the same stack in Fortran order takes the expression
+    slow = {
+        "x": cupy.asfortranarray(dev),
+        "plan": plan,
+        "fin": cupy.isfinite(dev),
+        "neg": neg,
+    }
+    a = g.scaled(cupy, fast, transposed_layout=False)
+    b = g.scaled(cupy, slow, transposed_layout=False)
+    assert a.dtype == b.dtype and a.shape == (shape[0], N, N)
+    np.testing.assert_array_equal(cupy.asnumpy(a), cupy.asnumpy(b))

@@ -345,6 +345,34 @@ def scaled(xp: Any, prep: dict, transposed_layout: bool) -> Any:
     x, plan, fin = prep["x"], prep["plan"], prep["fin"]
     B = x.shape[0]
     n, N = plan.n, plan.N
+    if (
+        xp is not np
+        and x.dtype == xp.float64
+        and plan.levels is not None
+        and plan.big is None
+        and not transposed_layout
+        and x.flags.c_contiguous
+    ):  # the large-problem path's usual case: one kernel for the expression below
+        out = xp.empty((B, N, N), dtype=xp.int32 if plan.cost_t == "int" else xp.int64)
+        total = out.size
+        get_kernel(_module(plan), "scale_costs_f64")(
+            ((total + 255) // 256,),
+            (256,),
+            (
+                x,
+                np.int64(total),
+                np.int32(n),
+                np.int32(N),
+                np.float64(plan.lo),
+                np.int32(bool(prep.get("neg"))),
+                np.float64(plan.levels / plan.span),
+                np.float64(plan.levels),
+                np.int64(N + 1),
+                np.int64(absent_cost(plan)),
+                out,
+            ),
+        )
+        return out
     lo = plan.lo if x.dtype.kind == "i" else xp.float64(plan.lo)
     # (-x) - lo == (-lo) - x exactly (IEEE negation and addition), one pass less
     d = (-lo - x) if prep.get("neg") else (x - lo)
@@ -807,7 +835,7 @@ def solve_with_dummies(costs: Any, lo: float, hi: float) -> tuple:
         "neg": False,
         "transposed": False,
         "invalid": False,
-        "fin": cp.isfinite(x),
+        "fin": None,  # scaled() marks the forbidden pairs itself (float64, C order)
         "plan": plan,
     }
     col4row, _, _, stats = solve_scaled(cp, prep)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["pair_costs"]
+__all__ = ["kd_groups", "pair_costs"]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -129,3 +129,64 @@ def pair_costs(p0, pred, p1, desc0, desc1, radius: float, weight: float) -> tupl
     if total:
         _scan(*args, offsets, rows, cols, costs)
     return rows, cols, costs
+
+
+@nb.njit(cache=True, nogil=True)
+def _kd_split(points, size):
+    n = points.shape[0]
+    gid = np.zeros(n, np.int64)
+    # depth-first stack of cells, each a slice of `cells` (the features of the cell
+    # in the order its parent sorted them)
+    cells = np.empty(2 * n + 2, np.int64)
+    starts = np.empty(2 * n + 2, np.int64)
+    stops = np.empty(2 * n + 2, np.int64)
+    buf = np.arange(n).astype(np.int64)
+    top = 0
+    starts[0] = 0
+    stops[0] = n
+    top = 1
+    g = 0
+    while top > 0:
+        top -= 1
+        a = starts[top]
+        b = stops[top]
+        if b - a <= size:
+            for k in range(a, b):
+                gid[buf[k]] = g
+            g += 1
+            continue
+        lo0 = hi0 = points[buf[a], 0]
+        lo1 = hi1 = points[buf[a], 1]
+        for k in range(a + 1, b):
+            x = points[buf[k], 0]
+            y = points[buf[k], 1]
+            lo0 = min(lo0, x)
+            hi0 = max(hi0, x)
+            lo1 = min(lo1, y)
+            hi1 = max(hi1, y)
+        axis = 1 if (hi1 - lo1) > (hi0 - lo0) else 0
+        key = np.empty(b - a, points.dtype)
+        for k in range(a, b):
+            key[k - a] = points[buf[k], axis]
+        order = np.argsort(key, kind="mergesort")
+        for k in range(b - a):
+            cells[k] = buf[a + order[k]]
+        for k in range(b - a):
+            buf[a + k] = cells[k]
+        half = (b - a) // 2
+        # the upper half below the lower one: the lower half is split first
+        starts[top] = a + half
+        stops[top] = b
+        starts[top + 1] = a
+        stops[top + 1] = a + half
+        top += 2
+    return gid
+
+
+def kd_groups(points: np.ndarray, size: int) -> np.ndarray:
+    """Group of every point of a balanced k-d split into cells of at most ``size``
+    points: every larger cell is halved across its longer side (a stable sort by
+    that coordinate; the lower half is the first ``len // 2``), cells numbered
+    depth first, lower half first."""
+    pts = np.ascontiguousarray(points, dtype=np.float32)
+    return _kd_split(pts, int(size))

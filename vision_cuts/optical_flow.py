@@ -542,24 +542,11 @@ def _feature_groups(points, tile, size=None):
             points[:, 0] // tile
         )
         return np.unique(key, return_inverse=True)[1].reshape(-1)
-    gid = np.zeros(len(points), np.int64)
     if size is None or len(points) <= size:
-        return gid
-    # k-d split: halve every cell across its longer side until it holds <= size
-    todo, done = [np.arange(len(points))], []
-    while todo:
-        idx = todo.pop()
-        if len(idx) <= size:
-            done.append(idx)
-            continue
-        p = points[idx]
-        axis = int(np.ptp(p[:, 1]) > np.ptp(p[:, 0]))
-        order = idx[np.argsort(p[:, axis], kind="stable")]
-        half = len(idx) // 2
-        todo += [order[half:], order[:half]]
-    for g, idx in enumerate(done):
-        gid[idx] = g
-    return gid
+        return np.zeros(len(points), np.int64)
+    from ._optical_flow_cpu import kd_groups
+
+    return kd_groups(points, size)  # compiled: the host's share of every pass
 
 
 def _median_near(sources, vectors, queries, gpu: bool = False):
