@@ -56,8 +56,9 @@ have_data() {
 }
 # -P: do not put the source tree on sys.path (the installed package is tested)
 if want gputests; then
-    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu tests \
-        2>&1 | tee "$OUT/tests_gpu.log" || rc=1
+    # --timeout: a stuck kernel ends the run with the test's name and stacks
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
+        --timeout 300 tests 2>&1 | tee "$OUT/tests_gpu.log" || rc=1
 fi
 if want cputests; then
     python3 -P -m pytest -q -p no:cacheprovider -m "not gpu and not gui" tests \

@@ -1,6 +1,7 @@
 """Optical flow by assignment between the feature sets of two frames.
 
-:func:`optical_flow` detects features in both frames (OpenCV ORB or SIFT),
+:func:`optical_flow` detects features in both frames (``"fast-brief"``, the
+project's FAST + Harris + BRIEF detector, ``_fast_brief``; or OpenCV's ORB or SIFT),
 builds the cost of every pair within a search radius (descriptor distance plus a
 displacement penalty; pairs farther apart are forbidden, ``inf``), lets every feature
 of the first frame stay unmatched at a fixed cost (one dummy column per row), and
@@ -37,25 +38,35 @@ The pipeline, in order:
    matches carry large and fast motion, DIS the fine detail between matches), so the
    fusion beats both (BENCHMARKS.md).
 
-Where each stage runs. Detection and description run on the CPU (OpenCV; the two
-frames of a pair on two threads; ORB on two pyramid levels, since consecutive frames
-differ little in scale). With ``backend="cpu"`` the candidate pairs come from a
-compiled grid search (``_optical_flow_cpu``) and the rest from NumPy, SciPy and
-OpenCV. With ``backend="gpu"`` everything after detection stays on the device
-(``_optical_flow_gpu``, ``kernels/optical_flow.cu``, ``kernels/variational_flow.cu``):
-the features are uploaded once, then the candidate pairs and their costs, the cost
-stacks, the solves, the matches, the neighbourhood medians, the Lucas-Kanade
-refinement with its checks, and for dense flow the interpolation, the coarse-to-fine
-variational refinement (OpenCV's discretisation, solved by red-black
-over-relaxation), the fusion and the last refinement; DIS runs on a CPU thread
-meanwhile. Only the result comes back. The device's Lucas-Kanade and variational
-kernels sample in floating point where OpenCV uses fixed point, and on the GPU the
-float costs are quantised (``linear_sum_assignment_batched``), so a match whose cost
-ties another's within ``range / 2**20`` may differ from the CPU's: the backends agree
-to within a few matches and hundredths of a pixel (``tests/test_optical_flow.py``).
+Where each stage runs. ``"fast-brief"`` detects where the backend is: compiled code
+with OpenCV's FAST on the CPU (the two frames of a pair on two threads), kernels on
+the device (``_fast_brief_gpu``, ``kernels/fast_brief.cu``; both frames at once), the
+same features bit for bit. ORB (two pyramid levels, since consecutive frames differ
+little in scale) and SIFT run on the CPU (OpenCV). With ``backend="cpu"`` the
+candidate pairs come from a compiled grid search (``_optical_flow_cpu``) and the rest
+from NumPy, SciPy and OpenCV. With ``backend="gpu"`` everything after detection stays
+on the device too (``_optical_flow_gpu``, ``kernels/optical_flow.cu``,
+``kernels/variational_flow.cu``): the candidate pairs and their costs, the cost
+stacks, the solves (``_assignment_gpu.solve_with_dummies``: the stacks are built here,
+so the public function's measuring pass and feasibility checks are skipped), the
+matches, the neighbourhood medians, the Lucas-Kanade refinement with its checks, and
+for dense flow the interpolation, the coarse-to-fine variational refinement (OpenCV's
+discretisation, solved by red-black over-relaxation), the fusion and the last
+refinement; DIS runs on a CPU thread meanwhile. Only the result comes back. The
+device's Lucas-Kanade and variational kernels sample in floating point where OpenCV
+uses fixed point, and on the GPU the float costs are quantised (2**20 levels of
+[0, max(max_cost, 1 + displacement_weight)]), so a match whose cost ties another's
+within that step may differ from the CPU's: the backends agree to within a few
+matches and hundredths of a pixel (``tests/test_optical_flow.py``).
 
 References
 ----------
+E. Rosten and T. Drummond, "Machine learning for high-speed corner detection", ECCV
+2006.
+
+M. Calonder, V. Lepetit, C. Strecha and P. Fua, "BRIEF: binary robust independent
+elementary features", ECCV 2010.
+
 E. Rublee, V. Rabaud, K. Konolige and G. Bradski, "ORB: an efficient alternative to
 SIFT or SURF", ICCV 2011.
 
