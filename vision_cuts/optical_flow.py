@@ -214,13 +214,7 @@ def _features(
 
     if detector == "fast-brief":
         if backend == "gpu":
-            from . import _fast_brief_gpu
-            from ._optical_flow_gpu import array_module
-
-            ((points, desc),) = _fast_brief_gpu.detect(
-                [array_module().asarray(grey)], max_features
-            )
-            return _Features(to_numpy(points), desc, True)
+            return _device_features([grey], max_features)[0]
         from . import _fast_brief
 
         return _Features(*_fast_brief.detect(grey, max_features), True)
@@ -253,6 +247,17 @@ def _features(
     return _Features(pts, np.ascontiguousarray(desc), True)
 
 
+def _device_features(greys: list, max_features: int) -> list:
+    """``"fast-brief"`` features of grey frames of one shape, detected together on
+    the device; the points come back to the host, the descriptors stay there."""
+    from . import _fast_brief_gpu
+    from ._optical_flow_gpu import array_module
+
+    xp = array_module()
+    found = _fast_brief_gpu.detect([xp.asarray(g) for g in greys], max_features)
+    return [_Features(to_numpy(p), d, True) for p, d in found]
+
+
 def _features_of_pair(
     grey0, grey1, detector: str, max_features: int, backend: str = "cpu"
 ) -> tuple:
@@ -262,13 +267,7 @@ def _features_of_pair(
     from concurrent.futures import ThreadPoolExecutor
 
     if detector == "fast-brief" and backend == "gpu":  # both frames at once
-        from . import _fast_brief_gpu
-        from ._optical_flow_gpu import array_module
-
-        xp = array_module()
-        frames = [xp.asarray(grey0), xp.asarray(grey1)]
-        found = _fast_brief_gpu.detect(frames, max_features)
-        f0, f1 = (_Features(to_numpy(p), d, True) for p, d in found)
+        f0, f1 = _device_features([grey0, grey1], max_features)
         return _as_first(f0, grey0.shape), f1
     with ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-detect") as pool:
         second = pool.submit(_features, grey1, detector, max_features)
