@@ -627,3 +627,38 @@ def test_device_edge_cases(rng):
     res = optical_flow(hd0, hd1, backend="gpu", max_features=8000)
     assert len(res.points) > 4000
     assert np.abs(np.median(res.vectors, axis=0) - [-3.0, 2.0]).max() < 0.05
+
+
+def _kd_groups_reference(points, size):
+    """The balanced k-d split written plainly: halve every cell across its longer
+    side (stable sort), numbered depth first, lower half first."""
+    gid = np.zeros(len(points), np.int64)
+    todo, done = [np.arange(len(points))], []
+    while todo:
+        idx = todo.pop()
+        if len(idx) <= size:
+            done.append(idx)
+            continue
+        p = points[idx]
+        axis = int(np.ptp(p[:, 1]) > np.ptp(p[:, 0]))
+        order = idx[np.argsort(p[:, axis], kind="stable")]
+        half = len(idx) // 2
+        todo += [order[half:], order[:half]]
+    for g, idx in enumerate(done):
+        gid[idx] = g
+    return gid
+
+
+def test_feature_groups_against_a_plain_split(rng):
+    for trial in range(60):
+        n = int(rng.integers(1, 3000))
+        size = int(rng.integers(1, 300))
+        if trial % 3 == 0:  # many ties
+            pts = rng.integers(0, 4, (n, 2)).astype(np.float32)
+        elif trial % 3 == 1:  # negative positions (a prediction may give them)
+            pts = rng.normal(0, 50, (n, 2)).astype(np.float32)
+        else:
+            pts = (rng.random((n, 2)) * [640, 480]).astype(np.float32)
+        got = flow_mod._feature_groups(pts, None, size)
+        np.testing.assert_array_equal(got, _kd_groups_reference(pts, size))
+        assert np.bincount(got).max() <= size

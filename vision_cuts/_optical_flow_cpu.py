@@ -135,13 +135,22 @@ def pair_costs(p0, pred, p1, desc0, desc1, radius: float, weight: float) -> tupl
 def _kd_split(points, size):
     n = points.shape[0]
     gid = np.zeros(n, np.int64)
-    # depth-first stack of cells, each a slice of `cells` (the features of the cell
-    # in the order its parent sorted them)
-    cells = np.empty(2 * n + 2, np.int64)
+    # the coordinates as unsigned integers in the order of the floats (sign flipped,
+    # negative ones inverted), sorted by a stable radix sort, 8 bits a pass
+    bits = points.view(np.uint32)
+    keys = np.empty((n, 2), np.uint32)
+    top_bit = np.uint32(0x80000000)
+    for i in range(n):
+        for a in range(2):
+            b = bits[i, a]
+            keys[i, a] = ~b if b & top_bit else b | top_bit
+    # depth-first stack of cells, each a slice of `buf` (the features of the cell in
+    # the order its parent sorted them)
     starts = np.empty(2 * n + 2, np.int64)
     stops = np.empty(2 * n + 2, np.int64)
     buf = np.arange(n).astype(np.int64)
-    top = 0
+    tmp = np.empty(n, np.int64)
+    count = np.empty(257, np.int64)
     starts[0] = 0
     stops[0] = n
     top = 1
@@ -158,21 +167,22 @@ def _kd_split(points, size):
         lo0 = hi0 = points[buf[a], 0]
         lo1 = hi1 = points[buf[a], 1]
         for k in range(a + 1, b):
-            x = points[buf[k], 0]
-            y = points[buf[k], 1]
-            lo0 = min(lo0, x)
-            hi0 = max(hi0, x)
-            lo1 = min(lo1, y)
-            hi1 = max(hi1, y)
+            lo0 = min(lo0, points[buf[k], 0])
+            hi0 = max(hi0, points[buf[k], 0])
+            lo1 = min(lo1, points[buf[k], 1])
+            hi1 = max(hi1, points[buf[k], 1])
         axis = 1 if (hi1 - lo1) > (hi0 - lo0) else 0
-        key = np.empty(b - a, points.dtype)
-        for k in range(a, b):
-            key[k - a] = points[buf[k], axis]
-        order = np.argsort(key, kind="mergesort")
-        for k in range(b - a):
-            cells[k] = buf[a + order[k]]
-        for k in range(b - a):
-            buf[a + k] = cells[k]
+        for shift in range(0, 32, 8):
+            count[:] = 0
+            for k in range(a, b):
+                count[((keys[buf[k], axis] >> shift) & 255) + 1] += 1
+            for t in range(256):
+                count[t + 1] += count[t]
+            for k in range(a, b):
+                d = (keys[buf[k], axis] >> shift) & 255
+                tmp[a + count[d]] = buf[k]
+                count[d] += 1
+            buf[a:b] = tmp[a:b]
         half = (b - a) // 2
         # the upper half below the lower one: the lower half is split first
         starts[top] = a + half
@@ -188,5 +198,6 @@ def kd_groups(points: np.ndarray, size: int) -> np.ndarray:
     points: every larger cell is halved across its longer side (a stable sort by
     that coordinate; the lower half is the first ``len // 2``), cells numbered
     depth first, lower half first."""
-    pts = np.ascontiguousarray(points, dtype=np.float32)
+    # + 0.0 turns -0.0 into 0.0, which the integer keys would order apart
+    pts = np.ascontiguousarray(points, dtype=np.float32) + np.float32(0.0)
     return _kd_split(pts, int(size))
