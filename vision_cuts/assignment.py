@@ -181,10 +181,17 @@ def linear_sum_assignment(
         out = _as_kind(on_gpu, row_ind[0], col_ind[0])
         return out + (stats,) if return_stats else out
     host = to_numpy(cost)
-    _check_values(host, "cost", maximize)
-    from ._assignment_cpu import linear_sum_assignment_cpu
+    from ._assignment_cpu import INVALID, SOLVED, linear_sum_assignment_batched_cpu
 
-    row_ind, col_ind = linear_sum_assignment_cpu(host, maximize)
+    # NaN and wrong-sign infinities are found by the compiled solver in the scan it
+    # makes anyway; only then is the matrix searched for the entry to name
+    rows, cols, status = linear_sum_assignment_batched_cpu(host[None], maximize)
+    if status[0] == INVALID:
+        _check_values(host, "cost", maximize)
+        raise AssertionError("the solver flagged a matrix that _check_values accepts")
+    if status[0] != SOLVED:
+        raise ValueError("cost matrix is infeasible")
+    row_ind, col_ind = rows[0], cols[0]
     out = _same_kind(on_gpu, row_ind, col_ind)
     return out + (_CPU_STATS.copy(),) if return_stats else out
 
