@@ -9,7 +9,9 @@ sigma 2) drawn once from an isotropic Gaussian (sigma 31 / 5, clipped to the 31 
 patch; Calonder et al. 2010, sampling G II), on one scale or two (1 and 1 / 1.2) - is
 run here on the CPU through the unchanged pipeline, beside ORB, on the Middlebury
 pairs and the video clip of ``bench_flow_video.py``; the last variant drops the
-corners that the coarser scale finds again.
+corners that the coarser scale finds again. That variant became the built-in
+``detector="fast-brief"`` (in integers, so the device finds the CPU's features; see
+``vision_cuts/_fast_brief.py``), whose rows close the table.
 
 python benchmarks/explore_detector.py [--data DIR]
 """
@@ -82,10 +84,12 @@ def fast_brief(
     return of._Features(p[order], np.ascontiguousarray(desc[order]), True)
 
 
-def evaluate(label: str, data) -> None:
+def evaluate(label: str, data, detector: str = "orb") -> None:
+    """The table rows of one detector (the variants replace ``_features``, whatever
+    ``detector`` names; ``"fast-brief"`` is the built-in port of the last variant)."""
     for name in mf.flow_names():
         f0, f1, gt = mf.load_flow(name, data)
-        r = of.optical_flow(f0, f1, backend="cpu")
+        r = of.optical_flow(f0, f1, backend="cpu", detector=detector)
         epe, n = mf.sparse_epe(r.points, r.vectors, gt)
         print(f"| {label} | {name} | {n} | {epe:.3f} |", flush=True)
     from skimage import data as skdata
@@ -95,7 +99,7 @@ def evaluate(label: str, data) -> None:
     frames, flows = panning_clip(skdata.astronaut(), 150)
     pts, epe = [], []
     for t in range(0, 149, 6):
-        r = of.optical_flow(frames[t], frames[t + 1], backend="cpu")
+        r = of.optical_flow(frames[t], frames[t + 1], backend="cpu", detector=detector)
         p = r.points.astype(int)
         pts.append(len(r.points))
         epe.append(
@@ -116,6 +120,7 @@ def main() -> None:
     args = ap.parse_args()
     print("| detector | sequence | points | sparse EPE |\n|---|---|---|---|")
     evaluate("ORB (2 levels)", args.data)
+    evaluate("fast-brief (built in)", args.data, "fast-brief")
     saved = of._features
     try:
         for label, scales, dedup in [
