@@ -52,6 +52,13 @@ def timed(fn, repeat: int, sync=None):
     return out, float(np.median(times)), max(times)
 
 
+def write_json(path, rows: list) -> None:
+    """The rows of a run with the machine, where ``--json`` asks."""
+    if path:
+        with open(path, "w") as fh:
+            json.dump({"machine": machine_description(), "rows": rows}, fh, indent=1)
+
+
 def total(cost, r, c) -> float:
     return float(np.asarray(cost)[np.asarray(r), np.asarray(c)].sum())
 
@@ -143,9 +150,7 @@ def small(args) -> None:
             str(st.get("bids", "-")),
         ]
         print("| " + " | ".join(cells) + " |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": machine_description(), "rows": rows}, fh, indent=1)
+    write_json(args.json, rows)
 
 
 def main() -> None:
@@ -254,9 +259,7 @@ def main() -> None:
                 str(st.get("whole_rows", "-")),
             ]
             print("| " + " | ".join(cells) + " |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": machine_description(), "rows": rows}, fh, indent=1)
+    write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -80,22 +80,23 @@ def level_size(h: int, w: int) -> tuple:
     return (5 * h + 3) // 6, (5 * w + 3) // 6
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _taps(i, n):
+    """Source taps of output index ``i`` of the 5/6 resize: ``(i0, i1, w1)``, the
+    sample at (12 i + 1) / 10 in tenths, indices clamped to ``n``."""
+    f = 12 * i + 1
+    i0 = f // 10
+    return min(i0, n - 1), min(i0 + 1, n - 1), f % 10
+
+
 @nb.njit(cache=True, nogil=True)
 def _resize(src, dst):
     h, w = src.shape
     H, W = dst.shape
     for Y in range(H):
-        fy = 12 * Y + 1
-        y0 = fy // 10
-        wy1 = fy % 10
-        y1 = min(y0 + 1, h - 1)
-        y0 = min(y0, h - 1)
+        y0, y1, wy1 = _taps(Y, h)
         for X in range(W):
-            fx = 12 * X + 1
-            x0 = fx // 10
-            wx1 = fx % 10
-            x1 = min(x0 + 1, w - 1)
-            x0 = min(x0, w - 1)
+            x0, x1, wx1 = _taps(X, w)
             top = (10 - wx1) * np.int32(src[y0, x0]) + wx1 * np.int32(src[y0, x1])
             bot = (10 - wx1) * np.int32(src[y1, x0]) + wx1 * np.int32(src[y1, x1])
             dst[Y, X] = ((10 - wy1) * top + wy1 * bot + 50) // 100
