@@ -62,7 +62,8 @@
 // allows). The host reads the state once at the end.
 //
 // state (unsigned long long, R_STATE words, zero before the launch):
-//   [0] err (price overflow), [2] Bellman-Ford sweeps, [3] global updates,
+//   [0] err (1: price overflow, 2: more than max_bids bids, a runaway), [2]
+//   Bellman-Ford sweeps, [3] global updates,
 //   [4] list builds, [5] fallbacks, [6] phases, [16..18] nanoseconds spent in the
 //   keep steps, the bids and the global updates (block 0's view), [19] the clock at
 //   the start, [7] settles, [8] rows they freed, [9] rows switched to whole-row scans,
@@ -555,7 +556,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                       unsigned long long* dist, long long* floor_, unsigned* sync,
                       unsigned long long* state, int total, int n, int N, long long smax,
                       int alpha, int bits, int fixing, int global_update,
-                      long long gu_bids, long long gu_min_bids) {
+                      long long gu_bids, long long gu_min_bids, long long max_bids) {
     __shared__ int s_hist[(ASSIGN_BLOCK / 32) * R_BUCKETS];
     const int lane = threadIdx.x & 31;
     const int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
@@ -700,8 +701,15 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                         if (d2 == A_BIG) d2 = d1 + (long long)N * eps;
                         const long long bid = d2 - c1 + eps;
                         if (++pend >= ASSIGN_BID_BATCH) {
-                            atomicAdd(state + R_BIDS, pend);
+                            const unsigned long long all =
+                                atomicAdd(state + R_BIDS, pend) + pend;
                             pend = 0;
+                            if ((long long)all > max_bids) {
+                                // a runaway: stop every warp as an overflow does
+                                // and let the caller raise (state[0] = 2)
+                                atomicCAS(state + 0, 0ull, 2ull);
+                                atomicExch(count, (unsigned long long)nreal);
+                            }
                         }
                         if (bid > pmax) {
                             atomicExch(state + 0, 1ull);

@@ -122,6 +122,11 @@ _ROW_MAX_PHASES = 56  # R_MAX_PHASES
 _ROW_QUIET = 16  # ASSIGN_QUIET: idle warps poll the counters every this many passes
 _ROW_BID_BATCH = 8  # ASSIGN_BID_BATCH: bids added to the shared count in batches
 _ROW_TIE_SPREAD = 1  # ASSIGN_TIE_SPREAD: rows break ties by a key of their own
+#: the large-problem path stops with an error after this many bids per row (over all
+#: phases; measured runs make at most about 40 per row and phase) plus
+#: RUNAWAY_BIDS_MIN: a livelock fails instead of hanging
+RUNAWAY_BIDS_PER_ROW = 4000
+RUNAWAY_BIDS_MIN = 1_000_000
 
 
 def schedule(smax: int, alpha: int = ALPHA) -> list[int]:
@@ -634,6 +639,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
             np.int32(bool(GLOBAL_UPDATE)),
             np.int64(GU_BIDS),
             np.int64(GU_MIN_BIDS),
+            np.int64(RUNAWAY_BIDS_PER_ROW * total + RUNAWAY_BIDS_MIN),
         ),
     )
     st = [int(v) for v in state.get()]
@@ -705,6 +711,12 @@ def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
         col4row, prices, err, *stats = _solve_small(cp, S, plan)
     else:
         col4row, prices, err, *stats = _solve_rows(cp, S, plan, fixing and ARC_FIXING)
+    if bool((err == 2).any()):
+        raise RuntimeError(
+            "GPU assignment: the large-problem path made more than "
+            f"{RUNAWAY_BIDS_PER_ROW} bids per row (a runaway; plan {plan}); "
+            "use backend='cpu' for this problem"
+        )
     if bool(err.any()):
         raise RuntimeError(
             "GPU assignment: price overflow (the bound checked before "
