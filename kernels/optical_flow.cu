@@ -180,30 +180,18 @@ extern "C" __global__ void knn_interpolate(const float* __restrict__ src,
 // n_max x (m_max + n_max), row slot = rank of the feature in its group, column slot =
 // rank of the frame-1 feature among those its group's pairs reach, then a dummy
 // column per row (cost max_cost for a real row, 0 for a padding row).
-//   stack_fill      one thread per element: +inf, or the dummy diagonal
+//   stack_taken     one thread per pair of the dense (n, m) costs of flow_pair_costs:
+//                   marks, per group, the frame-1 features its pairs reach
 //   slot_ids        one thread per (g, j) of the (G, m) slot table: the frame-1
 //                   feature of every column slot (col_ids, (G, m_max))
-//   stack_scatter   one thread per pair: its cost at (g, row slot, column slot)
+//   stack_gather    one thread per element of the stack: the pair's cost (inf where
+//                   there is none), or the dummy diagonal
 // The matches of the solved stack (one thread per assigned row of every problem):
 //   match_best      a row holding a real column proposes (frame-0 feature, frame-1
 //                   feature, cost); the cheapest proposal per frame-1 feature is kept
 //                   (atomicMin on the bits of the nonnegative double cost) ...
 //   match_first     ... the first of equally cheap ones (atomicMin on the position)
 //   match_write     col_of[i] = j and cost_of[i] = cost for the kept proposals
-
-extern "C" __global__ void stack_fill(const long long* __restrict__ nrows, int G,
-                                      int n_max, int m_max, double max_cost,
-                                      double* __restrict__ stack) {
-    size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    size_t N = (size_t)m_max + n_max;
-    if (k >= (size_t)G * n_max * N) return;
-    int col = (int)(k % N);
-    int row = (int)((k / N) % n_max);
-    int g = (int)(k / (N * n_max));
-    double v = VC_INF_D;
-    if (col == m_max + row) v = row < nrows[g] ? max_cost : 0.0;
-    stack[k] = v;
-}
 
 extern "C" __global__ void slot_ids(const int* __restrict__ taken,
                                     const long long* __restrict__ slot, int G, int m,
@@ -214,17 +202,35 @@ extern "C" __global__ void slot_ids(const int* __restrict__ taken,
     col_ids[(size_t)g * m_max + slot[k]] = j;
 }
 
-extern "C" __global__ void stack_scatter(const long long* __restrict__ rows,
-                                         const long long* __restrict__ cols,
-                                         const double* __restrict__ cost, int npairs,
-                                         const long long* __restrict__ gid,
-                                         const long long* __restrict__ row_slot,
-                                         const long long* __restrict__ slot, int m,
-                                         int n_max, int N, double* __restrict__ stack) {
-    int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= npairs) return;
-    long long i = rows[k], j = cols[k], g = gid[i];
-    stack[((size_t)g * n_max + row_slot[i]) * N + slot[g * m + j]] = cost[k];
+extern "C" __global__ void stack_taken(const double* __restrict__ cost, int n, int m,
+                                       const long long* __restrict__ gid,
+                                       int* __restrict__ taken) {
+    size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (k >= (size_t)n * m) return;
+    if (isfinite(cost[k])) taken[gid[k / m] * (size_t)m + k % m] = 1;
+}
+
+extern "C" __global__ void stack_gather(const double* __restrict__ cost, int m,
+                                        const long long* __restrict__ row_ids,
+                                        const long long* __restrict__ col_ids,
+                                        const long long* __restrict__ nrows, int G,
+                                        int n_max, int m_max, double max_cost,
+                                        double* __restrict__ stack) {
+    size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t N = (size_t)m_max + n_max;
+    if (k >= (size_t)G * n_max * N) return;
+    int col = (int)(k % N);
+    int row = (int)((k / N) % n_max);
+    int g = (int)(k / (N * n_max));
+    double v = VC_INF_D;
+    if (col < m_max) {
+        long long i = row_ids[(size_t)g * n_max + row];
+        long long j = col_ids[(size_t)g * m_max + col];
+        if (i >= 0 && j >= 0) v = cost[i * (size_t)m + j];
+    } else if (col == m_max + row) {
+        v = row < nrows[g] ? max_cost : 0.0;
+    }
+    stack[k] = v;
 }
 
 __device__ __forceinline__ bool proposal(const double* __restrict__ stack,

@@ -4,7 +4,8 @@
 and their costs, the neighbourhood medians that predict each feature's motion, and
 the edge-aware interpolation of the dense flow. Features are uploaded once per pair;
 the assignment passes then run on the device without host round trips (the cost
-stacks are scattered there, see ``optical_flow._build_stack``).
+stacks are gathered there from the dense pair costs, the same stacks as
+``optical_flow._build_stack``).
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ __all__ = [
     "DeviceFeatures",
     "DeviceFrame",
     "array_module",
-    "build_stack",
     "dense",
     "fuse",
     "interpolate",
     "knn_median",
     "matches",
+    "pair_cost_matrix",
     "pair_costs",
     "refine",
     "resize_flow",
     "solve",
+    "stack_from_matrix",
     "upload",
     "upload_frame",
     "variational",
@@ -82,15 +84,28 @@ def pair_costs(
     ``(rows, cols, costs)`` (int64, int64, float64), rows ascending; ``nbits``: the
     bits of a binary descriptor (before the padding to whole words)."""
     cp = _cp()
+    cost = pair_cost_matrix(f0, f1, pred, radius, weight, nbits)
+    rows, cols = cp.nonzero(cp.isfinite(cost))
+    return rows.astype(cp.int64), cols.astype(cp.int64), cost[rows, cols]
+
+
+def pair_cost_matrix(
+    f0: DeviceFeatures,
+    f1: DeviceFeatures,
+    pred: Any,
+    radius: float,
+    weight: float,
+    nbits: int,
+) -> Any:
+    """The (n, m) float64 costs of ``pair_costs`` as a dense matrix, ``inf`` beyond
+    ``radius`` (no list of the pairs, no host synchronisation)."""
+    cp = _cp()
     n, m = len(f0.points), len(f1.points)
     cost = cp.empty((n, m), dtype=cp.float64)
     pred = cp.ascontiguousarray(cp.asarray(pred, dtype=cp.float32))
-    words = f0.words.shape[1]
-    block = (16, 16, 1)
-    grid = ((m + 15) // 16, (n + 15) // 16, 1)
     get_kernel(_module(), "flow_pair_costs")(
-        grid,
-        block,
+        ((m + 15) // 16, (n + 15) // 16, 1),
+        (16, 16, 1),
         (
             f0.points,
             pred,
@@ -99,7 +114,7 @@ def pair_costs(
             f1.words,
             np.int32(n),
             np.int32(m),
-            np.int32(words),
+            np.int32(f0.words.shape[1]),
             np.int32(bool(f0.binary)),
             np.int32(nbits),
             np.float64(radius),
@@ -107,8 +122,53 @@ def pair_costs(
             cost,
         ),
     )
-    rows, cols = cp.nonzero(cp.isfinite(cost))
-    return rows.astype(cp.int64), cols.astype(cp.int64), cost[rows, cols]
+    return cost
+
+
+def stack_from_matrix(
+    cost: Any, gid: Any, row_ids: Any, nrows: Any, max_cost: float
+) -> tuple | None:
+    """The batched problem of one pass (``optical_flow._build_stack`` on the CPU),
+    ``(stack, col_ids, ncols)``, from the dense costs of ``pair_cost_matrix``: a row
+    per feature of the group, a column per frame-1 feature its pairs reach (in
+    feature order), then a dummy column per row; None when no pair lies within the
+    radius. One host read (the widest group)."""
+    cp = _cp()
+    mod = _module()
+    n, m = cost.shape
+    G, n_max = row_ids.shape
+    taken = cp.zeros((G, m), dtype=cp.int32)
+    get_kernel(mod, "stack_taken")(
+        *_blocks(n * m), (cost, np.int32(n), np.int32(m), gid, taken)
+    )
+    slot = cp.cumsum(taken, axis=1, dtype=cp.int64) - 1
+    ncols = slot[:, -1] + 1
+    m_max = int(ncols.max())
+    if m_max == 0:
+        return None
+    col_ids = cp.full((G, m_max), -1, dtype=cp.int64)
+    get_kernel(mod, "slot_ids")(
+        *_blocks(G * m),
+        (taken, slot, np.int32(G), np.int32(m), np.int32(m_max), col_ids),
+    )
+    N = m_max + n_max
+    stack = cp.empty((G, n_max, N), dtype=cp.float64)
+    get_kernel(mod, "stack_gather")(
+        *_blocks(G * n_max * N),
+        (
+            cost,
+            np.int32(m),
+            row_ids,
+            col_ids,
+            nrows,
+            np.int32(G),
+            np.int32(n_max),
+            np.int32(m_max),
+            np.float64(max_cost),
+            stack,
+        ),
+    )
+    return stack, col_ids, ncols
 
 
 def knn_median(sources: Any, vectors: Any, queries: Any, k: int) -> Any:
@@ -182,67 +242,8 @@ def _blocks(total: int, threads: int = 256) -> tuple:
     return ((total + threads - 1) // threads,), (threads,)
 
 
-def build_stack(
-    rows: Any,
-    cols: Any,
-    cost: Any,
-    gid: Any,
-    row_slot: Any,
-    nrows: Any,
-    n_max: int,
-    m: int,
-    max_cost: float,
-) -> tuple:
-    """The batched problem of one pass on the device (``optical_flow._build_stack``
-    on the CPU): ``(stack, col_ids, ncols)``. ``gid`` and ``row_slot``: group and
-    row slot of every frame-0 feature, ``nrows``: features per group."""
-    cp = _cp()
-    mod = _module()
-    G = len(nrows)
-    taken = cp.zeros((G, m), dtype=cp.int32)
-    taken[gid[rows], cols] = 1
-    slot = cp.cumsum(taken, axis=1, dtype=cp.int64) - 1
-    ncols = slot[:, -1] + 1
-    m_max = int(ncols.max())
-    col_ids = cp.full((G, m_max), -1, dtype=cp.int64)
-    get_kernel(mod, "slot_ids")(
-        *_blocks(G * m),
-        (taken, slot, np.int32(G), np.int32(m), np.int32(m_max), col_ids),
-    )
-    N = m_max + n_max
-    stack = cp.empty((G, n_max, N), dtype=cp.float64)
-    get_kernel(mod, "stack_fill")(
-        *_blocks(G * n_max * N),
-        (
-            nrows,
-            np.int32(G),
-            np.int32(n_max),
-            np.int32(m_max),
-            np.float64(max_cost),
-            stack,
-        ),
-    )
-    get_kernel(mod, "stack_scatter")(
-        *_blocks(len(rows)),
-        (
-            cp.ascontiguousarray(rows, dtype=cp.int64),
-            cp.ascontiguousarray(cols, dtype=cp.int64),
-            cp.ascontiguousarray(cost, dtype=cp.float64),
-            np.int32(len(rows)),
-            gid,
-            row_slot,
-            slot,
-            np.int32(m),
-            np.int32(n_max),
-            np.int32(N),
-            stack,
-        ),
-    )
-    return stack, col_ids, ncols
-
-
 def solve(stack: Any, hi: float) -> tuple:
-    """``(r, c)`` of the solved stack of ``build_stack`` (costs in [0, ``hi``], a
+    """``(r, c)`` of the solved stack of ``stack_from_matrix`` (costs in [0, ``hi``], a
     dummy column per row): ``_assignment_gpu.solve_with_dummies``, which skips the
     public function's measuring pass and feasibility checks (the stack has neither
     NaN nor an infeasible problem by construction)."""

@@ -367,7 +367,7 @@ def _candidates(f0, f1, pred, radius, weight):
 
 class _Stack(NamedTuple):
     """A batched assignment problem of candidate pairs, on the host (the device
-    builds its own, ``_optical_flow_gpu.build_stack``)."""
+    builds its own, ``_optical_flow_gpu.stack_from_matrix``)."""
 
     costs: Any  # (G, n_max, m_max + n_max): pairs, inf elsewhere, a dummy per row
     row_ids: Any  # (G, n_max) feature of frame 0 of every row slot (-1: none)
@@ -500,36 +500,30 @@ class _Matcher:
         p = self.p
         if len(self.f0.points) == 0 or len(self.f1.points) == 0:
             return self.empty()
-        if self.gpu:
-            nbits = 8 * self.f0.desc.shape[1] if self.f0.binary else 0
-            rows, cols, cost = self.dev.pair_costs(
-                self.d0, self.d1, pred, radius, p.displacement_weight, nbits
-            )
-        else:
-            rows, cols, cost = _candidates(
-                self.f0, self.f1, pred, radius, p.displacement_weight
-            )
-        if len(rows) == 0:
-            return self.empty()
         gr = self.groups
         if self.gpu:
-            stack, col_ids, ncols = self.dev.build_stack(
-                rows,
-                cols,
-                cost,
-                gr.gid,
-                gr.row_slot,
-                gr.nrows,
-                gr.row_ids.shape[1],
-                self.m,
-                p.max_cost,
+            # the stack straight from the dense costs (no list of pairs)
+            nbits = 8 * self.f0.desc.shape[1] if self.f0.binary else 0
+            cost = self.dev.pair_cost_matrix(
+                self.d0, self.d1, pred, radius, p.displacement_weight, nbits
             )
+            built = self.dev.stack_from_matrix(
+                cost, gr.gid, gr.row_ids, gr.nrows, p.max_cost
+            )
+            if built is None:
+                return self.empty()
+            stack, col_ids, ncols = built
             # the stack is ours: costs in [0, hi], a dummy per row, no NaN
             hi = max(p.max_cost, 1.0 + p.displacement_weight)
             r, c = self.dev.solve(stack, hi)
             return self.dev.matches(
                 stack, r, c, gr.row_ids, col_ids, ncols, self.n, self.m
             )
+        rows, cols, cost = _candidates(
+            self.f0, self.f1, pred, radius, p.displacement_weight
+        )
+        if len(rows) == 0:
+            return self.empty()
         st = _build_stack(rows, cols, cost, gr, self.m, p.max_cost)
         r, c = linear_sum_assignment_batched(st.costs, backend=p.backend)
         return _matches(st, r, c)
