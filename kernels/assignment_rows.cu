@@ -56,6 +56,16 @@
 // distance. Every pair stays eps-optimal. An update runs after the bids since the
 // last one reach gu_bids * (free rows) + gu_min_bids.
 //
+// Ending the bids. Warps leave the bids when the running count of columns taken in the
+// phase reaches the real rows, or the bids reach the budget of a global update; after
+// the barrier an exact recount of the real rows that hold their column (r_recount)
+// decides what follows and replaces the running count where they differ. A warp also
+// leaves when it has been idle while no bid was added for ASSIGN_STALL_NS: with a
+// running count one short of the truth every row would otherwise wait for ever (seen:
+// test_rows_candidate_lists and test_global_update_and_arc_fixing with short lists, in
+// about one solve in 500 of the GPU test files; benchmarks/NOTES_gpu_assignment.md).
+// Leaving early is always safe: the recount and the next round pick up any free row.
+//
 // One launch runs every phase: grid-wide barriers separate the keep step, the bids
 // and the global updates, so the grid must be co-resident (Python launches
 // ASSIGN_MIN_BLOCKS blocks of ASSIGN_BLOCK threads per SM, which __launch_bounds__
@@ -67,7 +77,10 @@
 //   [4] list builds, [5] fallbacks, [6] phases, [16..18] nanoseconds spent in the
 //   keep steps, the bids and the global updates (block 0's view), [19] the clock at
 //   the start, [7] settles, [8] rows they freed, [9] rows switched to whole-row scans,
-//   [R_BIDS] bids,
+//   [10], [11] keep steps whose running count of held rows differed from the exact
+//   recount and by how much in all, [12], [13] the same after the bids, [14] warps that
+//   left the bids idle when no bid was added for ASSIGN_STALL_NS, [20], [21] recount
+//   slots, [R_BIDS] bids,
 //   [R_COUNT + 16 * ph] columns taken in phase ph, and at the end of phase ph (block
 //   0's view, cumulative): [+1] bids, [+2] global updates, [+3] sweeps, [+4] list
 //   fallbacks, [+5] the clock (ns), [+6] the phase's eps. The counters that every bid
@@ -99,6 +112,9 @@
 #ifndef ASSIGN_BID_BATCH
 #define ASSIGN_BID_BATCH 8
 #endif
+#ifndef ASSIGN_STALL_NS
+#define ASSIGN_STALL_NS 200000ull
+#endif
 #ifndef ASSIGN_TIE_SPREAD
 #define ASSIGN_TIE_SPREAD 1
 #endif
@@ -112,6 +128,10 @@
 #define R_MAX_PHASES 56
 #define R_DINF 0x7fffffffffffffffull
 #define R_BIDS 32
+#define R_SLOT 20      // [20], [21]: the exact recounts (r_recount), in turn
+#define R_KEEP_OFF 10  // [10] keep steps whose running count was off, [11] by how much
+#define R_BIDS_OFF 12  // [12] bid rounds whose running count was off, [13] by how much
+#define R_STALLS 14    // warps that left the bids idle, with no bid added for a while
 #define R_COUNT 64
 #define R_STATE (R_COUNT + 16 * R_MAX_PHASES)
 
@@ -545,6 +565,30 @@ __device__ bool r_settle(const COST_T* __restrict__ cost, au64* words, int* col4
     return r_grid_sync_or(bar, freed);
 }
 
+// The real rows that hold their column, counted exactly (every thread gets it). slot:
+// a state word that is zero on entry; it keeps the count (the caller zeroes it again
+// once every block has read it). Runs on every thread of the grid; one barrier.
+__device__ long long r_recount(const au64* words, const int* col4row,
+                               unsigned long long* slot, unsigned* bar, int total, int n,
+                               int N, int bits) {
+    const au64 mask = a_mask(bits);
+    const int tid = (int)(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
+    const int nthreads = (int)(gridDim.x * (size_t)blockDim.x);
+    const int nreal = total / N * n;
+    unsigned long long mine = 0ull;
+    for (int q = tid; q < nreal; q += nthreads) {
+        const int b = q / n;
+        const int i = q - b * n;
+        const int j = __ldcg(col4row + (size_t)b * N + i);
+        if (j >= 0 && (int)(__ldcg(words + (size_t)b * N + j) & mask) == i) ++mine;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(A_FULL, mine, off);
+    if ((threadIdx.x & 31) == 0 && mine) atomicAdd(slot, mine);
+    r_grid_sync(bar);
+    return (long long)r_block_read(slot);
+}
+
 // The whole solve (see the top of the file). words: all (price 0, owner NONE);
 // col4row: all -1; ncand: -1 (whole rows, N <= ASSIGN_CAND) or 0; lowb: A_BIG or -1
 // (no list yet); dist: total words of scratch; floor_: B words of -1; sync, state:
@@ -571,6 +615,27 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
     unsigned long long t0 = timer ? r_clock() : 0ull;
     if (timer) state[19] = t0;
     long long eps = smax > 1 ? smax : 1, prev = 0;
+    int recounts = 0;
+    // the exact number of real rows holding their column (after a barrier): it
+    // replaces the phase's running count where the two differ (counted in state[off]).
+    // The two slots are used in turn: a slot is zeroed one recount after its last use,
+    // when every block has passed a barrier since reading it.
+    auto r_exact = [&](unsigned long long* count, int off) -> long long {
+        unsigned long long* slot = state + R_SLOT + (recounts & 1);
+        const long long held = r_recount(words, col4row, slot, bar, total, n, N, bits);
+        if (threadIdx.x == 0 && blockIdx.x == 0) {
+            state[R_SLOT + ((recounts + 1) & 1)] = 0ull;
+            const long long running = (long long)*(volatile unsigned long long*)count;
+            if (running != held) {
+                *count = (unsigned long long)held;
+                state[off] += 1ull;
+                state[off + 1] +=
+                    (unsigned long long)(running > held ? running - held : held - running);
+            }
+        }
+        ++recounts;
+        return held;
+    };
     for (int ph = 0;; ++ph) {
         prev = eps;
         eps = eps / alpha;
@@ -631,11 +696,12 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             if (threadIdx.x == 0 && blockIdx.x == 0) atomicExch(state + 0, 1ull);
             break;
         }
+        long long held = r_exact(count, R_KEEP_OFF);
         long long budget = A_BIG;
         volatile unsigned long long* vcount = count;
         if (global_update)
-            budget = (long long)r_block_read(state + R_BIDS) +
-                     gu_bids * (nreal - (long long)r_block_read(count)) + gu_min_bids;
+            budget = (long long)r_block_read(state + R_BIDS) + gu_bids * (nreal - held) +
+                     gu_min_bids;
         r_grid_sync(bar);
         if (timer) {
             const unsigned long long t = r_clock();
@@ -646,10 +712,22 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             // bids, until every real row holds a column or the bids reach the budget
             int quiet = 0;
             unsigned pend = 0;  // bids not yet added to state[R_BIDS] (lane 0)
+            long long seen = -1;  // the bids at the start of this warp's idle spell
+            unsigned long long since = 0ull;
             for (;;) {
-                if (quiet == 0 &&
-                    ((long long)*vcount >= nreal || (long long)vstate[R_BIDS] >= budget))
-                    break;
+                if (quiet == 0) {
+                    const long long nb = (long long)vstate[R_BIDS];
+                    if ((long long)*vcount >= nreal || nb >= budget) break;
+                    if (seen != nb) {
+                        seen = nb;
+                        since = r_clock();
+                    } else if (r_clock() - since > ASSIGN_STALL_NS) {
+                        // idle while no bid was added for a while: leave (the exact
+                        // count after the barrier decides what follows)
+                        if (lane == 0) atomicAdd(state + R_STALLS, 1ull);
+                        break;
+                    }
+                }
                 bool idle = true;
                 for (int q = warp; q < nreal; q += nwarps) {
                     const int b = q / n;
@@ -734,6 +812,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                     quiet = (quiet + 1) % ASSIGN_QUIET;
                 } else {
                     quiet = 0;
+                    seen = -1;
                 }
             }
             if (pend) atomicAdd(state + R_BIDS, pend);
@@ -743,7 +822,7 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                 state[17] += t - t0;
                 t0 = t;
             }
-            const long long taken = (long long)r_block_read(count);
+            const long long taken = r_exact(count, R_BIDS_OFF);
             if (r_block_read(state)) break;
             if (taken >= nreal) {
                 if (n == N || !r_settle(cost, words, col4row, cand, candc, ncand, lowb,
@@ -756,8 +835,9 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                 r_grid_sync(bar);
                 continue;
             }
-            r_global_update(cost, words, col4row, cand, candc, ncand, lowb, dist, sync,
-                            state, total, n, N, eps, bits);
+            if (global_update)
+                r_global_update(cost, words, col4row, cand, candc, ncand, lowb, dist, sync,
+                                state, total, n, N, eps, bits);
             if (timer) {
                 const unsigned long long t = r_clock();
                 state[18] += t - t0;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import check_rows_count
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 from vision_cuts import linear_sum_assignment, linear_sum_assignment_batched
@@ -372,6 +373,7 @@ def test_global_update_and_arc_fixing(rng, monkeypatch, update, fixing, cand, gu
         ("lowint", (3, 300, 300)),
     ]:
         run = solve_twice_and_certify(make_cost(rng, kind, shape))
+        check_rows_count(run["stats"])
         updates += run["stats"]["global_updates"]
         if not update:
             assert run["stats"]["global_updates"] == 0
@@ -403,6 +405,7 @@ def test_rows_candidate_lists(rng, monkeypatch, alpha, quiet, batch, cand):
     ]:
         run = solve_twice_and_certify(make_cost(rng, kind, shape))
         stats = run["stats"]
+        check_rows_count(stats)
         assert stats["phases"] == len(g.schedule(run["plan"].smax, alpha))
         assert stats["list_builds"] >= stats["phases"]  # every row, every phase
         assert stats["bids"] > 0

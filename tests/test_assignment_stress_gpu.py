@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import check_rows_count
 
 from vision_cuts import linear_sum_assignment, linear_sum_assignment_batched
 from vision_cuts.datasets.synthetic import ASSIGNMENT_FAMILIES, assignment_costs
@@ -57,6 +58,7 @@ def _check_work(stats, n, m, batch=1):
         assert p["bids"] <= BIDS_PER_ROW_PHASE * rows + 1000, stats
     # a settle frees rows at most a few times a phase
     assert stats["settles"] <= 8 * phases, stats
+    check_rows_count(stats)
 
 
 @pytest.mark.parametrize("kind", ASSIGNMENT_FAMILIES)

@@ -653,6 +653,13 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
         "settles": st[7],
         "settle_frees": st[8],
         "whole_rows": st[9],
+        # the running count of held rows against the exact recount at the barriers:
+        # rounds where it was off (after the keep steps, after the bids) and by how
+        # much in all; warps that left the bids idle with no bid added for a while
+        "count_off": [st[10], st[12]],
+        "count_off_by": st[11] + st[13],
+        "stall_exits": st[14],
+        "warps": sms * _ROW_MIN_BLOCKS * _ROW_BLOCK // 32,
         "ms": [round(v / 1e6, 3) for v in st[16:19]],  # keep, bids, updates
         "per_phase": _per_phase(st),
     }
