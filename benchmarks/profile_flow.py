@@ -27,16 +27,24 @@ from vision_cuts.optical_flow import DETECTORS
 _STAGES = [
     ("vision_cuts.optical_flow", "_features_of_pair"),
     ("vision_cuts._fast_brief", "detect"),
+    ("vision_cuts.optical_flow", "_feature_groups"),
+    ("vision_cuts.optical_flow", "_groups"),
     ("vision_cuts.optical_flow", "_candidates"),
     ("vision_cuts._optical_flow_gpu", "upload"),
-    ("vision_cuts._optical_flow_gpu", "pair_costs"),
+    ("vision_cuts._optical_flow_gpu", "pair_cost_matrix"),
+    ("vision_cuts._optical_flow_gpu", "stack_from_matrix"),
     ("vision_cuts.optical_flow", "_build_stack"),
     ("vision_cuts.optical_flow", "linear_sum_assignment_batched"),
     ("vision_cuts._optical_flow_gpu", "solve"),
+    ("vision_cuts._optical_flow_gpu", "matches"),
     ("vision_cuts.optical_flow", "_matches"),
     ("vision_cuts.optical_flow", "_median_near"),
+    ("vision_cuts._optical_flow_gpu", "upload_frame"),
+    ("vision_cuts._optical_flow_gpu", "refine"),
     ("vision_cuts.optical_flow", "_refine"),
     ("vision_cuts.optical_flow", "_interpolate"),
+    ("vision_cuts.optical_flow", "_pyramid"),
+    ("vision_cuts._optical_flow_gpu", "dense"),
     ("vision_cuts.optical_flow", "_variational"),
     ("vision_cuts.optical_flow", "_fuse"),
     ("vision_cuts.optical_flow", "_start_dis"),
@@ -121,6 +129,8 @@ def main() -> None:
         )
         for k, v in sorted(times.items(), key=lambda kv: -kv[1]):
             print(f"  {k:32s} {v:8.2f}")
+        rest = times["total"] - sum(v for k, v in times.items() if k != "total")
+        print(f"  {'(outside the stages)':32s} {rest:8.2f}")
         return
     optical_flow(
         f0, f1, backend=args.backend, dense=args.dense, detector=args.detector

@@ -11,8 +11,9 @@
 //                     words each, zero-padded, `nbits` bits before the padding), or
 //                     half the Euclidean distance of unit float vectors (`words`
 //                     floats each). The formula of the CPU path (`_candidates`), in
-//                     double precision.
-//   knn_median        one thread per query: the median (of each component) of the
+//                     double precision; a cost above `max_pair` is +inf too (the
+//                     pipeline's dominated pairs; +inf keeps every pair).
+//   knn_median        one warp per query: the median (of each component) of the
 //                     vectors of the k sources nearest to the query (k <= KMAX);
 //                     the median of an even count is the mean of the middle two, as
 //                     numpy.median. Ties in distance go to the lower source index.
@@ -83,8 +84,8 @@ extern "C" __global__ void flow_pair_costs(const float* __restrict__ p0,
                                            const unsigned int* __restrict__ d0,
                                            const unsigned int* __restrict__ d1, int n,
                                            int m, int words, int binary, int nbits,
-                                           double radius,
-                                           double weight, double* __restrict__ cost) {
+                                           double radius, double weight,
+                                           double max_pair, double* __restrict__ cost) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     int i = blockIdx.y * blockDim.y + threadIdx.y;
     if (i >= n || j >= m) return;
@@ -106,6 +107,7 @@ extern "C" __global__ void flow_pair_costs(const float* __restrict__ p0,
             d = 0.5f * sqrtf(fminf(fmaxf(2.f - 2.f * dot, 0.f), 4.f));
         }
         c = (double)d + weight * dist / radius;
+        if (c > max_pair) c = VC_INF_D;
     }
     cost[(size_t)i * m + j] = c;
 }
@@ -123,22 +125,57 @@ __device__ float median_of(float* v, int k) {
     return (k & 1) ? v[k / 2] : 0.5f * (v[k / 2 - 1] + v[k / 2]);
 }
 
+// the k nearest sources of (qx, qy) by (distance, index), found by one warp: each
+// lane keeps the k nearest of the sources lane, lane + 32, ... (in index order, so a
+// tie keeps the lower index), then k rounds of a warp minimum over the lanes' next
+// candidates merge them. Every lane gets the indices in order in best_i.
+__device__ void knn_search_warp(float qx, float qy, const float* __restrict__ src, int ns,
+                                int k, int lane, int* best_i) {
+    float bd[KMAX];
+    int bi[KMAX];
+    for (int t = 0; t < k; ++t) {
+        bd[t] = VC_INF_F;
+        bi[t] = 0x7fffffff;
+    }
+    for (int s = lane; s < ns; s += 32) {
+        const float2 p = reinterpret_cast<const float2*>(src)[s];
+        const float dx = p.x - qx, dy = p.y - qy;
+        knn_insert(dx * dx + dy * dy, s, bd, bi, k);
+    }
+    int head = 0;
+    for (int t = 0; t < k; ++t) {
+        float d = head < k ? bd[head] : VC_INF_F;
+        int i = head < k ? bi[head] : 0x7fffffff;
+        const float md = d;
+        const int mi = i;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            const float od = __shfl_xor_sync(0xffffffffu, d, off);
+            const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+            if (od < d || (od == d && oi < i)) {
+                d = od;
+                i = oi;
+            }
+        }
+        if (md == d && mi == i && head < k) ++head;  // this lane's candidate won
+        best_i[t] = i;
+    }
+}
+
 extern "C" __global__ void knn_median(const float* __restrict__ queries, int nq,
                                       const float* __restrict__ src,
                                       const float* __restrict__ vec, int ns, int k,
                                       float* __restrict__ out) {
-    int q = blockIdx.x * blockDim.x + threadIdx.x;
-    bool active = q < nq;
-    float best_d[KMAX];
+    // one warp per query
+    const int q = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x & 31;
+    if (q >= nq) return;  // whole warps leave together
     int best_i[KMAX];
-    knn_search(active ? queries[2 * q] : 0.f, active ? queries[2 * q + 1] : 0.f, active,
-               src, ns, k, best_d, best_i);
-    if (!active) return;
+    knn_search_warp(queries[2 * q], queries[2 * q + 1], src, ns, k, lane, best_i);
+    if (lane > 1) return;
     float v[KMAX];
-    for (int c = 0; c < 2; ++c) {
-        for (int t = 0; t < k; ++t) v[t] = vec[2 * best_i[t] + c];
-        out[2 * q + c] = median_of(v, k);
-    }
+    for (int t = 0; t < k; ++t) v[t] = vec[2 * best_i[t] + lane];
+    out[2 * q + lane] = median_of(v, k);  // lane 0: x, lane 1: y
 }
 
 extern "C" __global__ void knn_interpolate(const float* __restrict__ src,

@@ -230,6 +230,15 @@ def test_device_stages_against_the_cpu(rng):
             flow_mod._median_near(src, vec[: len(src)], p1, gpu=True)
         )
         np.testing.assert_allclose(got, want, atol=1e-6)
+    # many distance ties (integer grid points): the nearest by (distance, index)
+    src = rng.integers(0, 12, (200, 2)).astype(np.float32)
+    qs = rng.integers(0, 12, (90, 2)).astype(np.float32)
+    vec = rng.normal(size=(200, 2)).astype(np.float32)
+    d2 = ((qs[:, None, :] - src[None, :, :]) ** 2).sum(-1)
+    near = np.argsort(d2, axis=1, kind="stable")[:, :12]
+    want = np.median(vec[near], axis=1)
+    got = flow_mod.to_numpy(flow_mod._median_near(src, vec, qs, gpu=True))
+    np.testing.assert_array_equal(got, want.astype(np.float32))
     # dense interpolation, grey and colour, full and half grids
     for shape in ((60, 80), (60, 80, 3), (330, 340)):
         img = (rng.random(shape) * 255).astype(np.uint8)

@@ -85,7 +85,7 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import get_kernel, get_module
+from ._kernels import get_kernel, get_module, sm_count
 
 __all__ = [
     "INFEASIBLE",
@@ -601,7 +601,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
         },
     )
     kernel = get_kernel(mod, "assign_rows_solve")
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
     lists = N > _ROW_CAND
     mask = np.uint64((1 << plan.bits) - 1)
     words = cp.full((B, N), mask, dtype=cp.uint64)
@@ -642,7 +642,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
             np.int64(RUNAWAY_BIDS_PER_ROW * total + RUNAWAY_BIDS_MIN),
         ),
     )
-    st = [int(v) for v in state.get()]
+    st = state.get().tolist()  # Python ints
     stats = {
         "bids": st[32],
         "sweeps": st[2],

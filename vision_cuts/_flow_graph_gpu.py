@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import get_kernel, get_module
+from ._kernels import get_kernel, get_module, sm_count
 
 __all__ = ["maximum_flow_gpu"]
 
@@ -99,7 +99,7 @@ def maximum_flow_gpu(
     k_sat = get_kernel(mod, "gpr_saturate_source")
     k_bfs = get_kernel(mod, "gpr_bfs")
     k_push = get_kernel(mod, _KERNELS[kernel])
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
     bfs_blocks = sms * _blocks_per_sm(k_bfs, _NT)
     push_blocks = sms * _blocks_per_sm(k_push, _NT)
     if not warp_per_vertex:

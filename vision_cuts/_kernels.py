@@ -14,7 +14,14 @@ import importlib.resources
 import re
 from typing import Any
 
-__all__ = ["get_kernel", "get_module", "kernel_files", "kernel_names", "kernel_source"]
+__all__ = [
+    "get_kernel",
+    "get_module",
+    "kernel_files",
+    "kernel_names",
+    "kernel_source",
+    "sm_count",
+]
 
 _PACKAGE = "vision_cuts.kernels"
 
@@ -45,8 +52,10 @@ def kernel_names(name: str) -> list[str]:
     src = kernel_source(name)
     # __launch_bounds__(...) may stand before or after the return type
     bounds = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
-    return re.findall(r'extern\s+"C"\s+__global__\s+' + bounds + r"void\s+" + bounds
-                      + r"(\w+)\s*\(", src)
+    return re.findall(
+        r'extern\s+"C"\s+__global__\s+' + bounds + r"void\s+" + bounds + r"(\w+)\s*\(",
+        src,
+    )
 
 
 @functools.cache
@@ -77,6 +86,29 @@ def get_module(name: str, defines: dict | tuple = (), options: tuple = ()) -> An
     return _module(name, tuple(defines), opts, cupy.cuda.Device().id)
 
 
+_FUNCTIONS: dict = {}
+
+
 def get_kernel(module: Any, func: str) -> Any:
-    """Look up a kernel function of a compiled module."""
-    return module.get_function(func)
+    """Look up a kernel function of a compiled module (once: the pipelines launch
+    dozens of kernels per call)."""
+    key = (id(module), func)
+    hit = _FUNCTIONS.get(key)
+    if hit is None or hit[0] is not module:
+        hit = _FUNCTIONS[key] = (module, module.get_function(func))
+    return hit[1]
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the current device (read once per device:
+    ``Device().attributes`` queries every attribute on each call)."""
+    import cupy
+
+    return _sm_count(cupy.cuda.Device().id)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import get_kernel, get_module
+from ._kernels import get_kernel, get_module, sm_count
 from .exceptions import DeviceMemoryError
 
 __all__ = ["ALGORITHMS", "maximum_bipartite_matching_gpu"]
@@ -110,7 +110,7 @@ def maximum_bipartite_matching_gpu(
     k_wide = get_kernel(mod, "mm_bfs_wide")
     k_alt = get_kernel(mod, "mm_alternate")
 
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    sms = sm_count()
 
     def blocks(n: int) -> tuple[int]:
         return (max(1, min(-(-n // _THREADS), sms * 32)),)

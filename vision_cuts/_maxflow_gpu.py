@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import get_kernel, get_module
+from ._kernels import get_kernel, get_module, sm_count
 from .exceptions import DeviceMemoryError
 
 __all__ = ["maxflow_grid_gpu"]
@@ -300,7 +300,7 @@ class _Solver:
                 raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
             self.lv_nt = int(bfs_defines["LV_NT"])
             # one block a SM: a level's time is the issue of its block's warps
-            sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+            sms = sm_count()
             gmax = min(sms, _resident_blocks(self.k_level, self.lv_nt, 48 * 1024))
             nper = int(bfs_defines["LV_NPER"])
             geo = _level_geometry(nx, ny, gmax, levels, self.lv_nt, nper)

@@ -96,9 +96,11 @@ def pair_cost_matrix(
     radius: float,
     weight: float,
     nbits: int,
+    max_pair: float = np.inf,
 ) -> Any:
     """The (n, m) float64 costs of ``pair_costs`` as a dense matrix, ``inf`` beyond
-    ``radius`` (no list of the pairs, no host synchronisation)."""
+    ``radius`` and above ``max_pair`` (no list of the pairs, no host
+    synchronisation)."""
     cp = _cp()
     n, m = len(f0.points), len(f1.points)
     cost = cp.empty((n, m), dtype=cp.float64)
@@ -119,6 +121,7 @@ def pair_cost_matrix(
             np.int32(nbits),
             np.float64(radius),
             np.float64(weight),
+            np.float64(max_pair),
             cost,
         ),
     )
@@ -182,8 +185,8 @@ def knn_median(sources: Any, vectors: Any, queries: Any, k: int) -> Any:
     q = cp.ascontiguousarray(cp.asarray(queries, dtype=cp.float32))
     out = cp.empty((len(q), 2), dtype=cp.float32)
     if len(q):
-        get_kernel(_module(), "knn_median")(
-            ((len(q) + 127) // 128,),
+        get_kernel(_module(), "knn_median")(  # a warp per query
+            ((len(q) + 3) // 4,),
             (128,),
             (q, np.int32(len(q)), src, vec, np.int32(len(src)), np.int32(k), out),
         )
@@ -540,19 +543,20 @@ def dense(
     initial: Any,
     other: np.ndarray | None,
     window: int,
+    frames: tuple | None = None,
 ) -> np.ndarray:
     """The dense stages of ``optical_flow._dense`` on the device: ``initial`` (the
     interpolated matches, (h, w, 2) on the device) refined coarse to fine over
     ``pyramid``, fused with ``other`` (DIS's field, host) by the smaller ``window``
-    warping error, refined once more at full size; returned to the host."""
+    warping error, refined once more at full size; returned to the host.
+    ``frames``: the colour frames already on the device, if any."""
     cp = _cp()
     full = (cp.asarray(grey0, dtype=cp.float32), cp.asarray(grey1, dtype=cp.float32))
     ours = _pyramid_refine(pyramid, full, initial)
     if other is None:
         return cp.asnumpy(ours)
-    frames = (
-        cp.ascontiguousarray(cp.asarray(img0)),
-        cp.ascontiguousarray(cp.asarray(img1)),
-    )
+    if frames is None:
+        frames = (cp.asarray(img0), cp.asarray(img1))
+    frames = tuple(cp.ascontiguousarray(f) for f in frames)
     fused = fuse(*frames, [ours, cp.asarray(other)], window)
     return cp.asnumpy(variational(*full, fused))

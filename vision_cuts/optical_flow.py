@@ -55,7 +55,7 @@ discretisation, solved by red-black over-relaxation), the fusion and the last
 refinement; DIS runs on a CPU thread meanwhile. Only the result comes back. The
 device's Lucas-Kanade and variational kernels sample in floating point where OpenCV
 uses fixed point, and on the GPU the float costs are quantised (2**20 levels of
-[0, max(max_cost, 1 + displacement_weight)]), so a match whose cost ties another's
+[0, max_cost]: no pair above it is kept), so a match whose cost ties another's
 within that step may differ from the CPU's: the backends agree to within a few
 matches and hundredths of a pixel (``tests/test_optical_flow.py``).
 
@@ -365,6 +365,15 @@ def _candidates(f0, f1, pred, radius, weight):
     return rows, cols, cost
 
 
+def _undominated(rows, cols, cost, max_cost) -> tuple:
+    """The pairs that an optimal assignment of the pass may use: a pair costing more
+    than ``max_cost`` never is (its row's own dummy column is cheaper and takes no
+    column from another row), so the stacks leave it out. On the device the pair
+    costs do the same (``pair_cost_matrix``'s ``max_pair``)."""
+    keep = cost <= max_cost
+    return rows[keep], cols[keep], cost[keep]
+
+
 class _Stack(NamedTuple):
     """A batched assignment problem of candidate pairs, on the host (the device
     builds its own, ``_optical_flow_gpu.stack_from_matrix``)."""
@@ -434,8 +443,9 @@ def _build_stack(rows, cols, cost, groups: _Groups, m, max_cost) -> _Stack:
 
 
 def _cost_stack(f0, f1, pred, radius, weight, max_cost, tile=None):
-    """The stack of one assignment pass on the CPU (see :func:`_build_stack`), or
-    None when no pair lies within ``radius`` (the synthetic cost families use it)."""
+    """The stack of one assignment pass on the CPU (see :func:`_build_stack`) with
+    its dominated pairs still in (a harder problem of the same shape: the synthetic
+    cost families use it), or None when no pair lies within ``radius``."""
     rows, cols, cost = _candidates(f0, f1, pred, radius, weight)
     if len(rows) == 0:
         return None
@@ -473,6 +483,7 @@ class _Matcher:
     def __init__(self, f0: _Features, f1: _Features, params: _Params) -> None:
         self.f0, self.f1, self.p = f0, f1, params
         self.gpu = params.backend == "gpu"
+        self.frames = None  # the colour frames on the device, once uploaded
         n, m = len(f0.points), len(f1.points)
         tile = params.tile_size
         size = _GROUP_ROWS if n * m > _AUTO_TILE_PAIRS else None
@@ -505,7 +516,7 @@ class _Matcher:
             # the stack straight from the dense costs (no list of pairs)
             nbits = 8 * self.f0.desc.shape[1] if self.f0.binary else 0
             cost = self.dev.pair_cost_matrix(
-                self.d0, self.d1, pred, radius, p.displacement_weight, nbits
+                self.d0, self.d1, pred, radius, p.displacement_weight, nbits, p.max_cost
             )
             built = self.dev.stack_from_matrix(
                 cost, gr.gid, gr.row_ids, gr.nrows, p.max_cost
@@ -513,14 +524,14 @@ class _Matcher:
             if built is None:
                 return self.empty()
             stack, col_ids, ncols = built
-            # the stack is ours: costs in [0, hi], a dummy per row, no NaN
-            hi = max(p.max_cost, 1.0 + p.displacement_weight)
-            r, c = self.dev.solve(stack, hi)
+            # the stack is ours: costs in [0, max_cost], a dummy per row, no NaN
+            r, c = self.dev.solve(stack, p.max_cost)
             return self.dev.matches(
                 stack, r, c, gr.row_ids, col_ids, ncols, self.n, self.m
             )
-        rows, cols, cost = _candidates(
-            self.f0, self.f1, pred, radius, p.displacement_weight
+        rows, cols, cost = _undominated(
+            *_candidates(self.f0, self.f1, pred, radius, p.displacement_weight),
+            p.max_cost,
         )
         if len(rows) == 0:
             return self.empty()
@@ -636,6 +647,7 @@ def _refine_on_device(matcher, img0, img1, rows, cols, costs, refine) -> tuple:
     targets = matcher.points1[cols]
     if refine and len(rows):
         f0, f1 = dev.upload_frame(img0), dev.upload_frame(img1)
+        matcher.frames = (f0.img, f1.img)  # the dense stage reuses them
         targets, ok = dev.refine(
             f0, f1, points, targets, _LK_WINDOW, _LK_MAX_SHIFT, _FB_MAX_ERROR
         )
@@ -790,20 +802,22 @@ def _start_dis(grey0, grey1):
     return future
 
 
-def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis):
+def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis, frames=None):
     """Dense flow: the matches interpolated edge-aware and refined variationally,
     fused with DIS's flow (``dis``: its future from :func:`_start_dis`) by the
     smaller local warping error, then refined variationally once more at full
     size. ``gpu``: everything but DIS on the device (its own variational
-    refinement, ``kernels/variational_flow.cu``), one upload of the frames and one
-    download of the field."""
+    refinement, ``kernels/variational_flow.cu``), one upload of the frames (or none:
+    ``frames``, the colour frames already there) and one download of the field."""
     init = _interpolate(img0, points, vectors, gpu=gpu)
     if gpu:
         from . import _optical_flow_gpu as dev
 
         other = None if dis is None else dis.result()
         pyramid = _pyramid(grey0, grey1, 3)
-        return dev.dense(img0, img1, grey0, grey1, pyramid, init, other, _FUSE_WINDOW)
+        return dev.dense(
+            img0, img1, grey0, grey1, pyramid, init, other, _FUSE_WINDOW, frames
+        )
     ours = _variational(grey0, grey1, init)
     if dis is None:  # below DIS's patch size
         return ours
@@ -961,7 +975,9 @@ def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, pr
     )
     flow = None
     if dense:
-        flow = _dense(img0, img1, grey0, grey1, points, vectors, matcher.gpu, dis)
+        flow = _dense(
+            img0, img1, grey0, grey1, points, vectors, matcher.gpu, dis, matcher.frames
+        )
         progress()
     return FlowResult(
         points.astype(np.float32).reshape(-1, 2),
@@ -981,7 +997,7 @@ def optical_flow(
     max_features: int = 3000,
     search_radius: float = 40.0,
     local_radius: float = 6.0,
-    local_passes: int = 2,
+    local_passes: int = 1,
     displacement_weight: float = 0.2,
     max_cost: float | None = None,
     refine: bool = True,
@@ -1018,7 +1034,9 @@ def optical_flow(
         Largest deviation (px) from the locally predicted motion in the later passes.
     local_passes : int
         Number of local assignment passes after the global one (0 keeps only the
-        global assignment).
+        global assignment). One is the default: a second pass changes 1-3% of the
+        matches and adds at most 1% of points, with the same endpoint error on every
+        measured sequence (BENCHMARKS.md), at the cost of a whole pass.
     displacement_weight : float
         Cost added for a displacement (deviation) of a whole radius.
     max_cost : float, optional
@@ -1133,7 +1151,7 @@ def optical_flow_frames(
     max_features: int = 3000,
     search_radius: float = 40.0,
     local_radius: float = 6.0,
-    local_passes: int = 2,
+    local_passes: int = 1,
     displacement_weight: float = 0.2,
     max_cost: float | None = None,
     refine: bool = True,
