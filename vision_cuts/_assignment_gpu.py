@@ -579,7 +579,9 @@ def _solve_small_fused(cp: Any, prep: dict, geometry: tuple, want: bool) -> tupl
     return rows, cols, status, col4row, prices, stats
 
 
-def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
+def _solve_rows(
+    cp: Any, S: Any, plan: Plan, fixing: bool, want_prices: bool = True
+) -> tuple:
     """Every phase in one persistent launch of ``assign_rows_solve``."""
     B, N = S.shape[0], plan.N
     total = B * N
@@ -664,7 +666,7 @@ def _solve_rows(cp: Any, S: Any, plan: Plan, fixing: bool) -> tuple:
         "per_phase": _per_phase(st),
     }
     err = np.asarray([st[0]], dtype=np.int32)  # read already: no device round trip
-    prices = (words >> np.uint64(plan.bits)).astype(cp.int64)
+    prices = (words >> np.uint64(plan.bits)).astype(cp.int64) if want_prices else None
     return col4row, prices, err, stats
 
 
@@ -702,10 +704,13 @@ def _per_phase(st: list) -> list:
     return out
 
 
-def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
+def solve_scaled(
+    cp: Any, prep: dict, fixing: bool = True, want_prices: bool = True
+) -> tuple:
     """Run the kernels on a prepared stack; returns (col4row, prices, S, stats),
     ``stats`` (row kernels only) counting phases, global updates and their
-    Bellman-Ford sweeps. ``fixing=False`` turns arc fixing off for this run."""
+    Bellman-Ford sweeps. ``fixing=False`` turns arc fixing off for this run;
+    ``want_prices=False`` leaves the prices of the large-problem path out (None)."""
     plan = prep["plan"]
     small = small_problem(plan.n, plan.N)
     S = scaled(cp, prep, transposed_layout=small)
@@ -717,7 +722,9 @@ def solve_scaled(cp: Any, prep: dict, fixing: bool = True) -> tuple:
     if small:
         col4row, prices, err, *stats = _solve_small(cp, S, plan)
     else:
-        col4row, prices, err, *stats = _solve_rows(cp, S, plan, fixing and ARC_FIXING)
+        col4row, prices, err, *stats = _solve_rows(
+            cp, S, plan, fixing and ARC_FIXING, want_prices
+        )
     if bool((err == 2).any()):
         raise RuntimeError(
             "GPU assignment: the large-problem path made more than "
@@ -857,7 +864,7 @@ def solve_with_dummies(costs: Any, lo: float, hi: float) -> tuple:
         "fin": None,  # scaled() marks the forbidden pairs itself (float64, C order)
         "plan": plan,
     }
-    col4row, _, _, stats = solve_scaled(cp, prep)
+    col4row, _, _, stats = solve_scaled(cp, prep, want_prices=False)
     return col4row[:, :n].astype(cp.int64), {"path": "rows", **stats}
 
 

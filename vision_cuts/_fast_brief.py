@@ -263,11 +263,15 @@ def spread(px, py, resp, frame, sizes, shape, count: int, xp=np) -> list:
     cx = xp.floor(px.astype(xp.float64) / cell).astype(xp.int64)
     cy = xp.floor(py.astype(xp.float64) / cell).astype(xp.int64)
     cid = frame.astype(xp.int64) * cells + cy * cols + cx
+    # the sort keys in 32 bits where they fit (half the radix passes on the device)
+    frames = len(sizes)
+    narrow = xp.int32 if max(frames * cells, frames * n) * n < 2**31 else xp.int64
     # strength: the response, descending, then the index
     strongest = xp.argsort(-resp, kind="stable")
     strength = xp.empty(n, dtype=xp.int64)
     strength[strongest] = xp.arange(n)
-    order = xp.argsort(cid * n + strength, kind="stable")  # by cell, strongest first
+    # by cell, strongest first
+    order = xp.argsort((cid * n + strength).astype(narrow), kind="stable")
     cid_sorted = cid[order]
     new = xp.ones(n, dtype=bool)
     new[1:] = cid_sorted[1:] != cid_sorted[:-1]
@@ -275,6 +279,7 @@ def spread(px, py, resp, frame, sizes, shape, count: int, xp=np) -> list:
     # rank within the cell: position minus the start of its run
     rank = xp.arange(n) - start[xp.cumsum(new) - 1]
     key = (frame[order].astype(xp.int64) * n + rank) * n + strength[order]
+    key = key.astype(narrow)
     picked = order[xp.argsort(key, kind="stable")]
     out, first = [], 0
     for size in sizes:
