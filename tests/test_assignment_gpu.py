@@ -443,3 +443,19 @@ def test_scaled_kernel_is_the_expression(rng, neg, shape):
     b = g.scaled(cupy, slow, transposed_layout=False)
     assert a.dtype == b.dtype and a.shape == (shape[0], N, N)
     np.testing.assert_array_equal(cupy.asnumpy(a), cupy.asnumpy(b))
+
+
+def test_runaway_bids_raise(rng, monkeypatch):
+    # a cap on the bids of the large-problem path: past it the kernel stops and the
+    # call raises, naming the runaway, instead of bidding for ever
+    cupy = pytest.importorskip("cupy")
+    from vision_cuts import _assignment_gpu as g
+
+    monkeypatch.setattr(g, "RUNAWAY_BIDS_PER_ROW", 0)
+    monkeypatch.setattr(g, "RUNAWAY_BIDS_MIN", 100)
+    costs = make_cost(rng, "lowint", (1, 600, 600))
+    with pytest.raises(RuntimeError, match="runaway"):
+        linear_sum_assignment_batched(cupy.asarray(costs), backend="gpu")
+    monkeypatch.undo()
+    r, c = linear_sum_assignment_batched(cupy.asarray(costs), backend="gpu")
+    check(costs[0], r.get()[0], c.get()[0], False)
