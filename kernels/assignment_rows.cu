@@ -717,6 +717,10 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
             for (;;) {
                 if (quiet == 0) {
                     const long long nb = (long long)vstate[R_BIDS];
+                    if (nb > max_bids) {  // a runaway: every warp leaves, the caller raises
+                        if (lane == 0) atomicCAS(state + 0, 0ull, 2ull);
+                        break;
+                    }
                     if ((long long)*vcount >= nreal || nb >= budget) break;
                     if (seen != nb) {
                         seen = nb;
