@@ -27,11 +27,26 @@ MAX_BRUTE_NODES = 16
 # --------------------------------------------------------------------------- arcs
 
 
+# The documented plane order (vision_cuts/grid.py's docstring), written out here as
+# (x, y, z) steps of the forward planes, independently of the package's own table:
+# 2-D +x, +y, +x+y, -x+y; 3-D +x, +y, +z, then the face diagonals +x+y, -x+y, +x+z,
+# -x+z, +y+z, -y+z, then the corners +x+y+z, -x+y+z, +x-y+z, -x-y+z.
+_FORWARD_XYZ = {
+    2: [(1, 0), (0, 1), (1, 1), (-1, 1)],
+    3: [
+        (1, 0, 0), (0, 1, 0), (0, 0, 1),
+        (1, 1, 0), (-1, 1, 0), (1, 0, 1), (-1, 0, 1), (0, 1, 1), (0, -1, 1),
+        (1, 1, 1), (-1, 1, 1), (1, -1, 1), (-1, -1, 1),
+    ],
+}  # fmt: skip
+
+
 def direction_step(k: int, ndim: int) -> tuple[int, ...]:
-    """Index offset of arc plane ``k`` (0: +x on the last axis, 1: -x, 2: +y, ...)."""
-    step = [0] * ndim
-    step[ndim - 1 - k // 2] = 1 if k % 2 == 0 else -1
-    return tuple(step)
+    """Index offset (array-axis order) of arc plane ``k`` (0: +x on the last axis,
+    1: -x, 2: +y, ...; the diagonal planes of the larger neighbourhoods after)."""
+    xyz = _FORWARD_XYZ[ndim][k // 2]
+    sign = 1 if k % 2 == 0 else -1
+    return tuple(sign * c for c in reversed(xyz))
 
 
 def grid_arcs(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -201,7 +216,7 @@ def neighbour_pairs(grid: tuple[int, ...], d: int) -> tuple[np.ndarray, np.ndarr
     ndim = len(grid)
     coords = np.indices(grid).reshape(ndim, -1)
     head = coords + np.array(direction_step(2 * d, ndim))[:, None]
-    inside = np.all(head < np.array(grid)[:, None], axis=0)
+    inside = np.all((head >= 0) & (head < np.array(grid)[:, None]), axis=0)
     tail = np.arange(coords.shape[1])[inside]
     return tail, np.ravel_multi_index(tuple(head[:, inside]), grid)
 
@@ -222,7 +237,13 @@ def direct_energy(unary, labels, pairwise=None, weights=None) -> int:
     if pairwise is None:
         pairwise = np.array([[0, 1], [1, 0]])
     pairwise = np.asarray(pairwise, dtype=np.int64)
-    for d in range(ndim):
+    # directions: as many as the per-edge arrays hold (diagonal neighbourhoods)
+    ndirs = ndim
+    if weights is not None:
+        ndirs = np.asarray(weights).shape[0]
+    elif pairwise.ndim > 2:
+        ndirs = pairwise.shape[0]
+    for d in range(ndirs):
         p, q = neighbour_pairs(grid, d)
         for a, b in zip(p, q, strict=True):
             idx = np.unravel_index(a, grid)
@@ -244,10 +265,11 @@ def brute_force_energy_min(unary, pairwise=None, weights=None) -> int:
 
 
 def random_submodular_pairwise(
-    rng, grid: tuple[int, ...], *, low=-20, high=20
+    rng, grid: tuple[int, ...], *, low=-20, high=20, directions=None
 ) -> np.ndarray:
-    """Random ``(ndim, *grid, 2, 2)`` terms with ``B + C - A - D >= 0`` everywhere."""
-    ndim = len(grid)
+    """Random ``(D, *grid, 2, 2)`` terms with ``B + C - A - D >= 0`` everywhere
+    (``D = directions``, default ``ndim``)."""
+    ndim = len(grid) if directions is None else directions
     pw = rng.integers(low, high + 1, size=(ndim, *grid, 2, 2))
     lam = pw[..., 0, 1] + pw[..., 1, 0] - pw[..., 0, 0] - pw[..., 1, 1]
     # raise B by the deficit plus a random slack, so some edges are exactly modular
@@ -313,7 +335,7 @@ def potts_energy(unary, weights, labels) -> int:
     x = np.asarray(labels).astype(np.int64).reshape(-1)
     u = unary.reshape(-1, 2)
     total = int(u[np.arange(x.size), x].sum())
-    for d in range(len(grid)):
+    for d in range(weights.shape[0]):
         p, q = neighbour_pairs(grid, d)
         total += int((weights[d].reshape(-1)[p] * (x[p] != x[q])).sum())
     return total

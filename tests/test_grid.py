@@ -379,9 +379,11 @@ def test_bad_inputs_grid_energy(rng):
         grid_energy(u, np.array([[0.0, 1.0], [1.0, 0.0]]))
     with pytest.raises(ValueError, match="pairwise and/or weights"):
         grid_energy(u)
-    for conn in (2, 0, 4, 8):
-        with pytest.raises(ValueError, match="connectivity must be 1"):
+    for conn in (0, 3, 5, 6, 26, "4", True, 4.0, None):
+        with pytest.raises(ValueError, match=r"connectivity must be one of \(4, 8\)"):
             grid_energy(u, weights=w, connectivity=conn)
+    with pytest.raises(ValueError, match=r"weights must have shape \(D, \*grid\)"):
+        grid_energy(u, weights=w, connectivity=8)  # 8 needs 4 directions of weights
     with pytest.raises(ValueError, match="weights must be <="):
         grid_energy(u, weights=np.full((2, 3, 4), INT32_MAX // 2 + 1))
     grid_energy(u, weights=np.full((2, 3, 4), INT32_MAX // 2))  # the largest weight
@@ -466,14 +468,14 @@ def test_bad_inputs_grid_graph_shapes(rng):
             grid_graph(z, z, np.zeros((2 * max(len(shape), 1), *shape), np.int32))
     with pytest.raises(ValueError, match="sink must have the shape of source"):
         grid_graph(src, snk.T, e)
-    with pytest.raises(ValueError, match=r"edges must have shape .*K = 4"):
+    with pytest.raises(ValueError, match=r"edges must have shape .*K in \(4, 8\)"):
         grid_graph(src, snk, np.zeros((6, 3, 4), np.int32))  # K = 6 on a 2-D grid
-    with pytest.raises(ValueError, match=r"edges must have shape .*K = 4"):
+    with pytest.raises(ValueError, match=r"edges must have shape .*K in \(4, 8\)"):
         grid_graph(src, snk, e[:, :, :3])
-    with pytest.raises(ValueError, match=r"edges must have shape .*K = 4"):
+    with pytest.raises(ValueError, match=r"edges must have shape .*K in \(4, 8\)"):
         grid_graph(src, snk, e[0])
     s3, t3, e3 = random_graph(rng, (2, 3, 4))
-    with pytest.raises(ValueError, match=r"edges must have shape .*K = 6"):
+    with pytest.raises(ValueError, match=r"edges must have shape .*K in \(6, 18, 26\)"):
         grid_graph(s3, t3, e3[:4])
 
 

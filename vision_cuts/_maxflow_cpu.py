@@ -30,41 +30,54 @@ import numpy as np
 __all__ = ["maxflow_grid_cpu"]
 
 # Parent codes in the node record (see below): 0..K-1 = direction of the arc to the
-# parent, 8 = the parent is the terminal, 9 = orphan; tree 0 free, 1 source, 2 sink.
+# parent (K <= 26), _TERMINAL = the parent is the terminal, _ORPHAN = orphan; tree 0
+# free, 1 source, 2 sink.
+_TERMINAL = 30
+_ORPHAN = 31
 _INF_D = 1 << 30
 
 
-def _padded_geometry(shape: tuple) -> tuple[int, np.ndarray, tuple]:
+def _padded_geometry(
+    shape: tuple, K: int | None = None
+) -> tuple[int, np.ndarray, tuple]:
     """Padded raster layout: ``(npad, off, dims)``.
 
     One dead node ends every row (2-D) / one dead row and column end every slice
-    (3-D), and a dead row (slice) lies before and after the grid, so every neighbour
-    index of a real node is in range and every arc into the padding has zero
-    capacity. ``off`` holds the flat step per direction (+x, -x, +y, -y, +z, -z);
-    ``dims = (row stride, slice stride)`` of the padded grid.
+    (3-D), and ``lead`` dead rows (slices) lie before the grid and one after it, so
+    every neighbour index of a real node is in range and every arc into the padding
+    has zero capacity: a step off the grid along any axis lands on a dead node. With
+    diagonal planes ``lead`` is 2 (a step back along every axis from the first node
+    would otherwise fall before the array), else 1. ``off`` holds the flat step of
+    each of the ``K`` planes (``vision_cuts.grid.neighbour_offsets``; default
+    ``2 * ndim``); ``dims = (row stride, slice stride, lead)`` of the padded grid.
     """
+    from .grid import neighbour_offsets
+
+    K = 2 * len(shape) if K is None else K
+    steps = neighbour_offsets(len(shape), K)
+    lead = 1 if K == 2 * len(shape) else 2
     if len(shape) == 2:
         h, w = shape
         wp = w + 1
-        npad = (h + 2) * wp
-        off = np.array([1, -1, wp, -wp], dtype=np.int64)
-        dims = (wp, 0)
+        npad = (h + lead + 1) * wp
+        off = steps[:, 0] * wp + steps[:, 1]
+        dims = (wp, 0, lead)
     else:
         d, h, w = shape
         wp, sp = w + 1, (h + 1) * (w + 1)
-        npad = (d + 2) * sp
-        off = np.array([1, -1, wp, -wp, sp, -sp], dtype=np.int64)
-        dims = (wp, sp)
-    return npad, off, dims
+        npad = (d + lead + 1) * sp
+        off = steps[:, 0] * sp + steps[:, 1] * wp + steps[:, 2]
+        dims = (wp, sp, lead)
+    return npad, off.astype(np.int64), dims
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _index(z, y, x, dims):
     """Padded index of grid node (z, y, x) (z = 0 in 2-D)."""
-    wp, sp = dims
+    wp, sp, lead = dims
     if sp == 0:
-        return (y + 1) * wp + x
-    return (z + 1) * sp + y * wp + x
+        return (y + lead) * wp + x
+    return (z + lead) * sp + y * wp + x
 
 
 # Node record (int32 fields, S = K + 4 of them per node, nodes in padded C order):
@@ -79,8 +92,9 @@ def _index(z, y, x, dims):
 
 
 @nb.njit(cache=True, nogil=True)
-def _build(source, sink, edges, nz, ny, nx, dims, K, st):
-    """Fill the node records; return the flow that cancels at the terminals."""
+def _build(source, sink, edges, nz, ny, nx, dims, K, steps, st):
+    """Fill the node records; return the flow that cancels at the terminals.
+    ``steps``: (K, 3) int64, the (dz, dy, dx) step of every plane."""
     S = K + 4
     flow0 = np.int64(0)
     n = nz * ny * nx
@@ -98,21 +112,12 @@ def _build(source, sink, edges, nz, ny, nx, dims, K, st):
                     flow0 += t
                 st[b + K] = np.int32(s - t)
                 for k in range(K):
-                    st[b + k] = edges[k * n + i]
-                # arcs that would leave the grid do not exist, whatever the input says
-                if x == nx - 1:
-                    st[b + 0] = 0
-                if x == 0:
-                    st[b + 1] = 0
-                if y == ny - 1:
-                    st[b + 2] = 0
-                if y == 0:
-                    st[b + 3] = 0
-                if K == 6:
-                    if z == nz - 1:
-                        st[b + 4] = 0
-                    if z == 0:
-                        st[b + 5] = 0
+                    # arcs that would leave the grid do not exist, whatever the input
+                    zz = z + steps[k, 0]
+                    yy = y + steps[k, 1]
+                    xx = x + steps[k, 2]
+                    inside = 0 <= zz < nz and 0 <= yy < ny and 0 <= xx < nx
+                    st[b + k] = edges[k * n + i] if inside else 0
     return flow0
 
 
@@ -173,7 +178,7 @@ def _init_trees(st, K, lo, hi, queue):
         v = st[b + K]
         if v != 0:
             # tree, queued, parent = TERMINAL
-            st[b + K + 3] = (1 if v > 0 else 2) | 4 | ((8 + 1) << 4)
+            st[b + K + 3] = (1 if v > 0 else 2) | 4 | ((_TERMINAL + 1) << 4)
             st[b + K + 1] = 0
             st[b + K + 2] = 1
             queue[n] = p
@@ -316,7 +321,7 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
         v = mi
         while True:
             a = _par(st, v * S + FL)
-            if a == 8:
+            if a == _TERMINAL:
                 break
             u = v + off[a]
             r = st[u * S + (a ^ 1)]
@@ -328,7 +333,7 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
         v = mj
         while True:
             a = _par(st, v * S + FL)
-            if a == 8:
+            if a == _TERMINAL:
                 break
             r = st[v * S + a]
             if r < bneck:
@@ -345,13 +350,13 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
         while True:
             vb = v * S
             a = _par(st, vb + FL)
-            if a == 8:
+            if a == _TERMINAL:
                 break
             u = v + off[a]
             st[vb + a] += bneck
             st[u * S + (a ^ 1)] -= bneck
             if st[u * S + (a ^ 1)] == 0:
-                _set_par(st, vb + FL, 9)
+                _set_par(st, vb + FL, _ORPHAN)
                 ohead -= 1
                 if ohead < 0:
                     ohead += ocap
@@ -360,7 +365,7 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
             v = u
         st[v * S + TR] -= bneck
         if st[v * S + TR] == 0:
-            _set_par(st, v * S + FL, 9)
+            _set_par(st, v * S + FL, _ORPHAN)
             ohead -= 1
             if ohead < 0:
                 ohead += ocap
@@ -370,13 +375,13 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
         while True:
             vb = v * S
             a = _par(st, vb + FL)
-            if a == 8:
+            if a == _TERMINAL:
                 break
             u = v + off[a]
             st[u * S + (a ^ 1)] += bneck
             st[vb + a] -= bneck
             if st[vb + a] == 0:
-                _set_par(st, vb + FL, 9)
+                _set_par(st, vb + FL, _ORPHAN)
                 ohead -= 1
                 if ohead < 0:
                     ohead += ocap
@@ -385,7 +390,7 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
             v = u
         st[v * S + TR] += bneck
         if st[v * S + TR] == 0:
-            _set_par(st, v * S + FL, 9)
+            _set_par(st, v * S + FL, _ORPHAN)
             ohead -= 1
             if ohead < 0:
                 ohead += ocap
@@ -424,11 +429,11 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
                             break
                         a = _par(st, jjb + FL)
                         d += 1
-                        if a == 8:
+                        if a == _TERMINAL:
                             st[jjb + TS] = now
                             st[jjb + DI] = 1
                             break
-                        if a == 9:
+                        if a == _ORPHAN:
                             d = _INF_D
                             break
                         jj = jj + off[a]
@@ -465,8 +470,8 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
                                 qtail = 0
                             qlen += 1
                         a = (fj >> 4) - 1
-                        if a != 8 and a != 9 and j + off[a] == o:
-                            _set_par(st, jb + FL, 9)
+                        if a != _TERMINAL and a != _ORPHAN and j + off[a] == o:
+                            _set_par(st, jb + FL, _ORPHAN)
                             pos = ohead + olen
                             if pos >= ocap:
                                 pos -= ocap
@@ -536,18 +541,31 @@ def maxflow_grid_cpu(
     the labels are the nodes not reachable from the source in the final residual
     graph, which is the same set for every maximum flow.
     """
+    from .grid import neighbour_offsets
+
     shape = source.shape
-    k = 2 * len(shape)
+    k = edges.shape[0]
     t0 = time.perf_counter()
     labels = np.empty(shape, dtype=np.uint8)
     if source.size == 0:
         return 0, labels, {"backend": "cpu", "augmentations": 0, "time_s": 0.0}
     threads = default_threads() if threads is None else int(threads)
-    npad, off, dims = _padded_geometry(shape)
+    npad, off, dims = _padded_geometry(shape, k)
+    steps = np.zeros((k, 3), dtype=np.int64)
+    steps[:, 3 - len(shape) :] = neighbour_offsets(len(shape), k)
     nz, ny, nx = (1, *shape) if len(shape) == 2 else shape
     st = np.zeros(npad * (k + 4), dtype=np.int32)
     flow0 = _build(
-        source.reshape(-1), sink.reshape(-1), edges.reshape(-1), nz, ny, nx, dims, k, st
+        source.reshape(-1),
+        sink.reshape(-1),
+        edges.reshape(-1),
+        nz,
+        ny,
+        nx,
+        dims,
+        k,
+        steps,
+        st,
     )
     t1 = time.perf_counter()
     flow0 += _greedy(st, off, k)
@@ -557,16 +575,21 @@ def maxflow_grid_cpu(
     nstrips = _strips(shape, threads)
     S = k + 4
     step = dims[0] if len(shape) == 2 else dims[1]  # nodes per padded row / slice
-    kf = 2 if len(shape) == 2 else 4  # the +y / +z plane crosses strip borders
+    # the planes that step along the first axis cross strip borders: forward ones
+    # from the last row (slice) of a strip, backward ones from the first of the next
+    first = steps[:, 3 - len(shape)]
+    down = np.flatnonzero(first > 0)
+    up = np.flatnonzero(first < 0)
+    lead = dims[2]
     cuts = [round(i * shape[0] / nstrips) for i in range(1, nstrips)]
     rec = st.reshape(npad, S)
     saved = []
-    for c in cuts:  # real rows c - 1 | c are padded rows c | c + 1
-        a, b = c * step, (c + 1) * step
-        saved.append((rec[a:b, kf].copy(), rec[b : b + step, kf + 1].copy()))
-        rec[a:b, kf] = 0
-        rec[b : b + step, kf + 1] = 0
-    bounds = [0] + [(c + 1) * step for c in cuts] + [npad]
+    for c in cuts:  # real rows c - 1 | c are padded rows c - 1 + lead | c + lead
+        a, b = (c - 1 + lead) * step, (c + lead) * step
+        saved.append((rec[a:b][:, down].copy(), rec[b : b + step][:, up].copy()))
+        rec[a:b, down] = 0
+        rec[b : b + step, up] = 0
+    bounds = [0] + [(c + lead) * step for c in cuts] + [npad]
 
     def strip(i: int):
         lo, hi = bounds[i], bounds[i + 1]
@@ -584,11 +607,12 @@ def maxflow_grid_cpu(
     naug = sum(int(a) for _, a, _ in parts)
     if cuts:
         for c, (fwd, bwd) in zip(cuts, saved, strict=True):
-            a, b = c * step, (c + 1) * step
-            rec[a:b, kf] = fwd
-            rec[b : b + step, kf + 1] = bwd
+            a, b = (c - 1 + lead) * step, (c + lead) * step
+            rec[a:b, down] = fwd
+            rec[b : b + step, up] = bwd
         rows = np.array(
-            [r for c in cuts for r in (c * step, (c + 1) * step)], dtype=np.int64
+            [r for c in cuts for r in ((c - 1 + lead) * step, (c + lead) * step)],
+            dtype=np.int64,
         )
         n = _queue_boundary(st, k, rows, step, queue)
         now = np.int32(max(int(t) for _, _, t in parts) + 1)

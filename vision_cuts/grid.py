@@ -1,14 +1,21 @@
-"""Binary energies on 4-connected 2-D and 6-connected 3-D grids, as dense arrays.
+"""Binary energies on 2-D and 3-D grids, as dense arrays.
 
 A grid problem is never a Python-level graph object: it is a ``source`` and a ``sink``
-capacity per node and ``K = 2 * ndim`` planes of directed arc capacities,
+capacity per node and ``K`` planes of directed arc capacities, two per neighbour
+direction (the arc to the forward neighbour, then the arc to the backward one):
 
 * ``edges[0]`` / ``edges[1]``: arc from a node to its ``+x`` / ``-x`` neighbour (x is
   the last array axis, columns),
 * ``edges[2]`` / ``edges[3]``: ``+y`` / ``-y`` (rows),
-* ``edges[4]`` / ``edges[5]``: ``+z`` / ``-z`` (slices, 3-D only).
+* 2-D, 8-connected (``K = 8``): ``edges[4]`` / ``edges[5]``: ``+x+y`` / ``-x-y``,
+  ``edges[6]`` / ``edges[7]``: ``-x+y`` / ``+x-y``;
+* 3-D (``K = 6``): ``edges[4]`` / ``edges[5]``: ``+z`` / ``-z`` (slices); 18-connected
+  (``K = 18``) adds the face diagonals ``+x+y``, ``-x+y``, ``+x+z``, ``-x+z``, ``+y+z``,
+  ``-y+z`` (planes 6-17, each forward then backward), 26-connected (``K = 26``) the
+  corner diagonals ``+x+y+z``, ``-x+y+z``, ``+x-y+z``, ``-x-y+z`` (planes 18-25).
 
-Arcs that would leave the grid do not exist; their entries are ignored (set to zero).
+:func:`neighbour_offsets` gives the step of every plane. Arcs that would leave the grid
+do not exist; their entries are ignored (set to zero).
 Cut convention: ``labels[p] == 1`` means p is on the sink side (``x_p = 1``), as in
 PyMaxflow and Kolmogorov & Zabih; cutting ``source[p]`` is the cost of ``x_p = 1`` and
 cutting ``sink[p]`` the cost of ``x_p = 0``.
@@ -31,7 +38,7 @@ from ._validate import (
 )
 from .exceptions import NonSubmodularError
 
-__all__ = ["GridEnergy", "grid_energy", "grid_graph"]
+__all__ = ["GridEnergy", "grid_energy", "grid_graph", "neighbour_offsets"]
 
 
 def _xp(a: Any):
@@ -42,29 +49,92 @@ def _xp(a: Any):
     return np
 
 
-def _axis(d: int, ndim: int) -> int:
-    """Array axis of neighbour direction ``d`` (0 = x = last axis)."""
-    return ndim - 1 - d
+# forward steps (dz, dy, dx) of the neighbour directions, in plane order; a smaller
+# neighbourhood is a prefix of the larger one of its dimension
+_FORWARD = {
+    2: [(0, 0, 1), (0, 1, 0), (0, 1, 1), (0, 1, -1)],
+    3: [
+        (0, 0, 1), (0, 1, 0), (1, 0, 0),
+        (0, 1, 1), (0, 1, -1), (1, 0, 1), (1, 0, -1), (1, 1, 0), (1, -1, 0),
+        (1, 1, 1), (1, 1, -1), (1, -1, 1), (1, -1, -1),
+    ],
+}  # fmt: skip
+#: planes of each neighbourhood: 2-D 4 / 8, 3-D 6 / 18 / 26
+PLANES = {2: (4, 8), 3: (6, 18, 26)}
 
 
-def _slices(ndim: int, axis: int, lo: int | None, hi: int | None) -> tuple:
-    s = [slice(None)] * ndim
-    s[axis] = slice(lo, hi)
-    return tuple(s)
+def connectivity_planes(connectivity: Any, ndim: int) -> int:
+    """The number of planes ``K`` of a neighbourhood given as its number of neighbours
+    (2-D: 4 or 8; 3-D: 6, 18 or 26) or as SciPy's connectivity rank (1 = faces, 2 =
+    edges too, 3 = corners too: 1 and 2 in 2-D, 1-3 in 3-D)."""
+    allowed = PLANES[ndim]
+    if isinstance(connectivity, (int, np.integer)) and not isinstance(
+        connectivity, bool
+    ):
+        c = int(connectivity)
+        if c in allowed:
+            return c
+        if 1 <= c <= ndim:
+            return allowed[c - 1]
+    raise ValueError(
+        f"connectivity must be one of {allowed} (neighbours) or a rank 1-{ndim} for a "
+        f"{ndim}-D grid, got {connectivity!r}"
+    )
+
+
+def neighbour_offsets(ndim: int, planes: int) -> np.ndarray:
+    """``(K, ndim)`` int array: the step, in array-axis order, from a node to the head
+    of its arc in each plane of a ``planes``-plane neighbourhood (see the module
+    docstring). Plane ``2 d + 1`` is the reverse of plane ``2 d``."""
+    if ndim not in PLANES or planes not in PLANES[ndim]:
+        raise ValueError(
+            f"planes must be one of {PLANES.get(ndim)} for a {ndim}-D grid, got "
+            f"{planes}"
+        )
+    out = np.zeros((planes, ndim), dtype=np.int64)
+    for d in range(planes // 2):
+        v = np.array(_FORWARD[ndim][d][3 - ndim :], dtype=np.int64)
+        out[2 * d], out[2 * d + 1] = v, -v
+    return out
+
+
+def _step(ndim: int, k: int) -> tuple:
+    """Step of plane ``k`` in array-axis order."""
+    v = _FORWARD[ndim][k // 2][3 - ndim :]
+    return tuple(v) if k % 2 == 0 else tuple(-c for c in v)
 
 
 def _arc_views(ndim: int, k: int) -> tuple[tuple, tuple]:
     """Index tuples (tail, head) selecting every existing arc of plane ``k``."""
-    axis = _axis(k // 2, ndim)
-    if k % 2 == 0:  # forward: tail p, head p + e
-        return _slices(ndim, axis, None, -1), _slices(ndim, axis, 1, None)
-    return _slices(ndim, axis, 1, None), _slices(ndim, axis, None, -1)
+    tail, head = [], []
+    for o in _step(ndim, k):
+        if o > 0:
+            tail.append(slice(None, -o))
+            head.append(slice(o, None))
+        elif o < 0:
+            tail.append(slice(-o, None))
+            head.append(slice(None, o))
+        else:
+            tail.append(slice(None))
+            head.append(slice(None))
+    return tuple(tail), tuple(head)
 
 
-def _border_slices(ndim: int, k: int) -> tuple:
-    """Index tuple of plane ``k``'s entries whose arc would leave the grid."""
-    axis = _axis(k // 2, ndim)
-    return _slices(ndim, axis, -1, None) if k % 2 == 0 else _slices(ndim, axis, 0, 1)
+def _node_of(index: tuple, view: tuple) -> tuple:
+    """The grid index of position ``index`` of the view ``view`` (of _arc_views)."""
+    return tuple(int(i) + (sl.start or 0) for i, sl in zip(index, view, strict=True))
+
+
+def _border_slices(ndim: int, k: int) -> list:
+    """Index tuples whose union is plane ``k``'s entries whose arc would leave the
+    grid (one slab per axis the step moves along)."""
+    out = []
+    for axis, o in enumerate(_step(ndim, k)):
+        if o:
+            s = [slice(None)] * ndim
+            s[axis] = slice(-o, None) if o > 0 else slice(None, -o)
+            out.append(tuple(s))
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,8 +152,9 @@ class GridEnergy:
     source, sink : ndarray, shape (M, N) or (P, M, N), int32
         Terminal capacities.
     edges : ndarray, shape (K, M, N) or (K, P, M, N), int32
-        Directed arc capacities, ``K = 2 * ndim`` planes ordered +x, -x, +y, -y, +z, -z;
-        zero where an arc would leave the grid.
+        Directed arc capacities, ``K`` planes (2-D: 4 or 8, 3-D: 6, 18 or 26) in the
+        order of the module docstring (+x, -x, +y, -y, ...); zero where an arc would
+        leave the grid.
     constant : int
         Energy offset; ``min E = constant + max-flow``.
     """
@@ -174,8 +245,9 @@ def grid_graph(
         Terminal capacities, non-negative integers (int32 preferred).
     edges : ndarray, shape (K, M, N) or (K, P, M, N)
         Directed arc capacities, ``K = 4`` (2-D: +x, -x, +y, -y) or ``K = 6`` (3-D, then
-        +z, -z), x being the last axis. Forward and backward capacities may differ.
-        Entries of arcs that would leave the grid are ignored.
+        +z, -z), x being the last axis; ``K = 8`` (2-D) and ``K = 18`` or ``26`` (3-D)
+        add the diagonal planes of the module docstring. Forward and backward
+        capacities may differ. Entries of arcs that would leave the grid are ignored.
     scale : float, optional
         Quantise floating-point capacities to ``round(value * scale)``; without it,
         floating inputs are a TypeError.
@@ -209,22 +281,24 @@ def _check_capacities(
             f"{tuple(sink.shape)}"
         )
     ndim = source.ndim
-    want = (2 * ndim, *source.shape)
-    if tuple(edges.shape) != want:
+    K = edges.shape[0] if edges.ndim == ndim + 1 else None
+    if K not in PLANES[ndim] or tuple(edges.shape[1:]) != tuple(source.shape):
         raise ValueError(
-            f"edges must have shape (K, *grid) = {want} for a {ndim}-D grid "
-            f"(K = {2 * ndim} directions), got {tuple(edges.shape)}"
+            f"edges must have shape (K, *grid) with K in {PLANES[ndim]} (the "
+            f"neighbourhoods of a {ndim}-D grid) and grid {tuple(source.shape)}, got "
+            f"{tuple(edges.shape)}"
         )
     if type(source) is not type(sink) or type(source) is not type(edges):
         raise TypeError(
             "source, sink and edges must all be NumPy or all be CuPy arrays"
         )
-    border = [_border_slices(ndim, k) for k in range(2 * ndim)]
-    if any(edges[k][border[k]].any() for k in range(2 * ndim)):
+    border = [_border_slices(ndim, k) for k in range(K)]
+    if any(edges[k][b].any() for k in range(K) for b in border[k]):
         edges = edges.copy()
-        for k in range(2 * ndim):
-            edges[k][border[k]] = 0
-    for d in range(ndim):
+        for k in range(K):
+            for b in border[k]:
+                edges[k][b] = 0
+    for d in range(K // 2):
         tail, head = _arc_views(ndim, 2 * d)
         pair = edges[2 * d][tail].astype(np.int64) + edges[2 * d + 1][head]
         over = pair > INT32_MAX
@@ -269,7 +343,9 @@ def grid_energy(
     r"""Build the capacity arrays of a binary submodular grid energy.
 
     ``E(x) = sum_p unary[p, x_p] + sum_{(p, q)} w_pq * V_pq(x_p, x_q)`` over the
-    4-connected (2-D) or 6-connected (3-D) neighbour pairs ``q = p + e_d``.
+    neighbour pairs ``q = p + e_d`` of the chosen neighbourhood (``D`` directions
+    ``e_d``, the forward steps of the module docstring's planes ``2 d``: ``D = 2`` or
+    4 in 2-D, 3, 9 or 13 in 3-D).
 
     Parameters
     ----------
@@ -278,15 +354,19 @@ def grid_energy(
         Integers; negative values are allowed.
     pairwise : ndarray, optional
         ``V_pq = [[A, B], [C, D]]`` (``A = V(0, 0)``, ``B = V(0, 1)``, ...): either one
-        ``(2, 2)`` matrix for every edge, or ``(ndim, *grid, 2, 2)`` per edge and
+        ``(2, 2)`` matrix for every edge, or ``(D, *grid, 2, 2)`` per edge and
         direction. Omitted: the symmetric weight form ``V = [[0, 1], [1, 0]]`` (cost
         ``w_pq`` when the labels differ).
-    weights : ndarray, shape (ndim, *grid), optional
+    weights : ndarray, shape (D, *grid), optional
         Per-edge multiplier ``w_pq``; ``weights[d, p]`` couples p with its forward
-        neighbour in direction ``d`` (0 = +x, last axis; 1 = +y; 2 = +z). The entries on
-        the last index of the axis have no neighbour and are ignored. Default 1.
+        neighbour in direction ``d`` (0 = +x, last axis; 1 = +y; 2 = +z in 3-D, then
+        the diagonals in the module docstring's order). Entries whose neighbour lies
+        outside the grid are ignored. Default 1.
     connectivity : int
-        1 (4-neighbourhood in 2-D, 6-neighbourhood in 3-D); other values are rejected.
+        The neighbourhood: its number of neighbours (2-D: 4 or 8; 3-D: 6, 18 or 26) or
+        SciPy's rank (1: faces, the default; 2: and edges; 3: and corners). Diagonal
+        pairs get the weights given for them: a length-based weighting (for example
+        ``1 / sqrt(2)`` on 2-D diagonals) is the caller's choice.
     scale : float, optional
         Quantise floating costs to ``round(value * scale)``; floats need it.
 
@@ -315,11 +395,6 @@ def grid_energy(
     V. Kolmogorov and R. Zabih, "What energy functions can be minimized via graph
     cuts?", IEEE TPAMI 26(2), 2004.
     """
-    if connectivity != 1:
-        raise ValueError(
-            f"connectivity must be 1 (4-neighbourhood in 2-D, 6 in 3-D), got "
-            f"{connectivity!r}"
-        )
     if not (is_cupy_array(unary) or isinstance(unary, (np.ndarray, list, tuple))):
         raise TypeError(f"unary must be an array, got {type(unary).__name__}")
     xp = _xp(unary)
@@ -330,12 +405,13 @@ def grid_energy(
         )
     grid = tuple(u.shape[:-1])
     ndim = len(grid)
+    D = connectivity_planes(connectivity, ndim) // 2
     if weights is not None:
         w = _as_cost(weights, "weights", scale if pairwise is None else None, xp)
-        if tuple(w.shape) != (ndim, *grid):
+        if tuple(w.shape) != (D, *grid):
             raise ValueError(
-                f"weights must have shape (ndim, *grid) = {(ndim, *grid)}, got "
-                f"{tuple(w.shape)}"
+                f"weights must have shape (D, *grid) = {(D, *grid)} (D = {D} "
+                f"directions of this neighbourhood), got {tuple(w.shape)}"
             )
     else:
         w = None
@@ -345,17 +421,17 @@ def grid_energy(
         return _potts_energy(u, w, xp)
     else:
         pw = _as_cost(pairwise, "pairwise", scale, xp)
-        if tuple(pw.shape) not in ((2, 2), (ndim, *grid, 2, 2)):
+        if tuple(pw.shape) not in ((2, 2), (D, *grid, 2, 2)):
             raise ValueError(
-                f"pairwise must have shape (2, 2) or (ndim, *grid, 2, 2) = "
-                f"{(ndim, *grid, 2, 2)}, got {tuple(pw.shape)}"
+                f"pairwise must have shape (2, 2) or (D, *grid, 2, 2) = "
+                f"{(D, *grid, 2, 2)}, got {tuple(pw.shape)}"
             )
     s = u[..., 1].copy()
     t = u[..., 0].copy()
-    edges = xp.zeros((2 * ndim, *grid), dtype=np.int64)
+    edges = xp.zeros((2 * D, *grid), dtype=np.int64)
     constant = 0
     nbad, first = 0, None
-    for d in range(ndim):
+    for d in range(D):
         tail, head = _arc_views(ndim, 2 * d)
         if pw.ndim == 2:
             a, b, c, dd = (pw[0, 0], pw[0, 1], pw[1, 0], pw[1, 1])
@@ -375,8 +451,8 @@ def grid_energy(
         bad = lam < 0
         if bad.size and bool(bad.any()):
             nbad += int(bad.sum())
-            if first is None:
-                first = (d, *first_index(bad))
+            if first is None:  # the node, not the position in the arc view
+                first = (d, *_node_of(first_index(bad), tail))
         constant += int(a.sum())
         ca = c - a
         s[tail] += xp.maximum(ca, 0)
@@ -412,12 +488,13 @@ def grid_energy(
 
 def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
     """Fast path of :func:`grid_energy` for the symmetric weight form."""
-    ndim = w.shape[0]
+    D = w.shape[0]
     grid = tuple(u.shape[:-1])
-    tails = [_arc_views(ndim, 2 * d)[0] for d in range(ndim)]
-    # only the entries that couple a pair count: the last index of each axis is ignored
+    ndim = len(grid)
+    tails = [_arc_views(ndim, 2 * d)[0] for d in range(D)]
+    # only the entries that couple a pair count: those without a neighbour are ignored
     wmax = max(
-        (int(w[d][tails[d]].max()) for d in range(ndim) if w[d][tails[d]].size),
+        (int(w[d][tails[d]].max()) for d in range(D) if w[d][tails[d]].size),
         default=0,
     )
     if 2 * wmax > INT32_MAX:
@@ -425,11 +502,11 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
             f"weights must be <= {INT32_MAX // 2} (both arcs of a pair carry the "
             f"weight), got {wmax}"
         )
-    bad = [w[d][tails[d]] < 0 for d in range(ndim)]
+    bad = [w[d][tails[d]] < 0 for d in range(D)]
     nbad = sum(int(b.sum()) for b in bad)
     if nbad:
-        d = next(d for d in range(ndim) if bool(bad[d].any()))
-        first = (d, *first_index(bad[d]))
+        d = next(d for d in range(D) if bool(bad[d].any()))
+        first = (d, *_node_of(first_index(bad[d]), tails[d]))
         raise NonSubmodularError(
             f"the energy is not submodular: {nbad} edge(s) have a negative weight; "
             f"the first is direction {first[0]} at node {first[1:]}",
@@ -440,7 +517,7 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
     s = u[..., 1] - m
     t = u[..., 0] - m
     constant = int(m.sum())
-    edges = xp.zeros((2 * ndim, *grid), dtype=np.int32)
+    edges = xp.zeros((2 * D, *grid), dtype=np.int32)
     for name, arr in (("source", s), ("sink", t)):
         if arr.size and int(arr.max()) > INT32_MAX:
             bad_at = first_index(arr > INT32_MAX)
@@ -448,7 +525,7 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
                 f"the {name} capacities of this energy exceed int32 ({INT32_MAX}); got "
                 f"{int(arr[bad_at])} at index {bad_at}: reduce the costs (or the scale)"
             )
-    for d in range(ndim):
+    for d in range(D):
         tail, head = _arc_views(ndim, 2 * d)
         edges[2 * d][tail] = w[d][tail]  # p -> q, cut when x_p = 0, x_q = 1
         edges[2 * d + 1][head] = w[d][tail]  # q -> p, cut when x_p = 1, x_q = 0

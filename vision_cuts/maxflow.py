@@ -51,7 +51,9 @@ def maxflow_grid(
     sink : ndarray, optional
         Sink capacities, the shape of ``source``.
     edges : ndarray, shape (K, *grid), optional
-        Directed arc capacities, planes +x, -x, +y, -y (+z, -z), x the last axis.
+        Directed arc capacities, planes +x, -x, +y, -y (+z, -z), x the last axis; 8
+        planes in 2-D or 18 / 26 in 3-D add the diagonal neighbours
+        (:mod:`vision_cuts.grid`), on the CPU backend (``"auto"`` picks it for them).
     scale : float, optional
         Quantise floating capacities to ``round(value * scale)`` (arrays only).
     backend : {"auto", "cpu", "gpu"}
@@ -113,6 +115,16 @@ def maxflow_grid(
             )
         graph = grid_graph(energy, sink, edges, scale=scale)
     which = resolve_backend(backend, graph.source)
+    planes = graph.edges.shape[0]
+    if which == "gpu" and planes != 2 * graph.ndim:
+        # the device kernels have the 4- and 6-connected grids only
+        if backend == "gpu":
+            raise ValueError(
+                f"backend='gpu' solves 4-connected 2-D and 6-connected 3-D grids "
+                f"(K = {2 * graph.ndim} planes); this graph has K = {planes}: use "
+                "backend='cpu' or 'auto'"
+            )
+        which = "cpu"
     if which == "gpu":
         from ._maxflow_gpu import maxflow_grid_gpu
 

@@ -21,6 +21,7 @@ def segment(
     weights: Any = None,
     *,
     pairwise: Any = None,
+    connectivity: int = 1,
     scale: float | None = None,
     backend: str = "auto",
 ) -> Any:
@@ -30,11 +31,15 @@ def segment(
     ----------
     unary : ndarray, shape (M, N, 2) or (P, M, N, 2)
         Cost of label 0 (background) and label 1 (foreground) per node.
-    weights : ndarray, shape (ndim, *grid), optional
-        Smoothness weight between each node and its forward neighbour (see
-        :func:`vision_cuts.grid_energy`).
+    weights : ndarray, shape (D, *grid), optional
+        Smoothness weight between each node and its forward neighbour in each of the
+        neighbourhood's ``D`` directions (see :func:`vision_cuts.grid_energy`).
     pairwise : ndarray, optional
         Pairwise matrix, as in :func:`vision_cuts.grid_energy`.
+    connectivity : int
+        The neighbourhood, as in :func:`vision_cuts.grid_energy` (2-D: 4 or 8, 3-D: 6,
+        18 or 26 neighbours, or SciPy's rank); the diagonal neighbourhoods run on the
+        CPU backend (``"auto"`` picks it for them).
     scale : float, optional
         Quantise floating costs to ``round(value * scale)``.
     backend : {"auto", "cpu", "gpu"}
@@ -47,7 +52,9 @@ def segment(
     labels : ndarray of uint8, grid shape
         1 = foreground (sink side), 0 = background; the exact global minimum of E.
     """
-    energy = grid_energy(unary, pairwise, weights=weights, scale=scale)
+    energy = grid_energy(
+        unary, pairwise, weights=weights, connectivity=connectivity, scale=scale
+    )
     return maxflow_grid(energy, backend=backend).labels
 
 
