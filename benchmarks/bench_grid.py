@@ -49,15 +49,16 @@ def median_time(fn, repeat: int):
 def pymaxflow_solve(unary, weights):
     import maxflow
 
+    from vision_cuts.grid import neighbour_offsets
+
     t0 = time.perf_counter()
     g = maxflow.Graph[int]()
     ids = g.add_grid_nodes(unary.shape[:-1])
-    nd = weights.shape[0]
-    for d in range(nd):
+    nd = unary.ndim - 1
+    steps = neighbour_offsets(nd, 2 * weights.shape[0])[::2]
+    for d in range(weights.shape[0]):
         st = np.zeros((3,) * nd, dtype=int)
-        c = [1] * nd
-        c[nd - 1 - d] = 2
-        st[tuple(c)] = 1
+        st[tuple(1 + steps[d])] = 1  # the forward neighbour of direction d
         g.add_grid_edges(ids, weights=weights[d], structure=st, symmetric=True)
     g.add_grid_tedges(ids, unary[..., 1], unary[..., 0])
     t1 = time.perf_counter()
@@ -66,7 +67,7 @@ def pymaxflow_solve(unary, weights):
     return int(flow), t1 - t0, t2 - t1
 
 
-def problems(sizes, volumes):
+def problems(sizes, volumes, connectivity=(4,), volume_connectivity=(6,)):
     import cv2
     import skimage.data
 
@@ -76,11 +77,13 @@ def problems(sizes, volumes):
     for mp in sizes:
         side = int(round(np.sqrt(mp * 1e6)))
         img = cv2.resize(base, (side, side), interpolation=cv2.INTER_CUBIC)
-        u, w = segmentation_problem(img)
-        yield f"2-D {side}x{side} ({mp:g} MP)", u, w
+        for c in connectivity:
+            u, w = segmentation_problem(img, connectivity=c)
+            yield f"2-D {side}x{side} ({mp:g} MP), {c}-conn", u, w
     for n in volumes:
-        u, w = volume_problem(n)
-        yield f"3-D {n}^3 ({n**3 / 1e6:.1f} M)", u, w
+        for c in volume_connectivity:
+            u, w = volume_problem(n, connectivity=c)
+            yield f"3-D {n}^3 ({n**3 / 1e6:.1f} M), {c}-conn", u, w
 
 
 def main(argv=None) -> int:
@@ -88,6 +91,22 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=float, nargs="*", default=[0.3, 2, 4])
     ap.add_argument("--volumes", type=int, nargs="*", default=[128])
     ap.add_argument("--backend", nargs="+", default=["cpu"], choices=["cpu", "gpu"])
+    ap.add_argument(
+        "--connectivity",
+        type=int,
+        nargs="+",
+        default=[4],
+        choices=[4, 8],
+        help="2-D neighbourhoods to run",
+    )
+    ap.add_argument(
+        "--volume-connectivity",
+        type=int,
+        nargs="+",
+        default=[6],
+        choices=[6, 18, 26],
+        help="3-D neighbourhoods to run",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--no-pymaxflow",
@@ -105,7 +124,10 @@ def main(argv=None) -> int:
 
         print(f"gpu: {gpu_name()}")
     rows = []
-    for name, u, w in problems(args.sizes, args.volumes):
+    for name, u, w in problems(
+        args.sizes, args.volumes, args.connectivity, args.volume_connectivity
+    ):
+        conn = 2 * w.shape[0]  # the planes of this energy's neighbourhood
         row = {"problem": name, "nodes": int(np.prod(u.shape[:-1]))}
         ref = None
         if not args.no_pymaxflow:
@@ -115,8 +137,8 @@ def main(argv=None) -> int:
             row["pmf_solve"] = statistics.median(r[2] for r in runs)
         if "cpu" in args.backend:
 
-            def run_cpu(u=u, w=w):
-                e = vc.grid_energy(u, weights=w)
+            def run_cpu(u=u, w=w, conn=conn):
+                e = vc.grid_energy(u, weights=w, connectivity=conn)
                 cut = vc.maxflow_grid(e, backend="cpu")
                 return e, cut
 
@@ -139,7 +161,7 @@ def main(argv=None) -> int:
                 cpu_solve=statistics.median(solves),
                 cpu_total=statistics.median(total),
             )
-        if "gpu" in args.backend:
+        if "gpu" in args.backend and conn == 2 * (u.ndim - 1):
             import cupy
 
             ud, wd = cupy.asarray(u), cupy.asarray(w)
@@ -176,7 +198,7 @@ def main(argv=None) -> int:
         print(json.dumps(row), flush=True)
 
     print()
-    hdr = f"{'problem':28s}"
+    hdr = f"{'problem':36s}"
     cols = []
     if not args.no_pymaxflow:
         cols += ["pmf_build", "pmf_solve"]
@@ -195,11 +217,14 @@ def main(argv=None) -> int:
         ratios += [("gpu solve x", "pmf_solve", "gpu_solve")]
     hdr += "".join(f"{r[0]:>13s}" for r in ratios)
     print(hdr)
+    nan = float("nan")  # a cell the run has no number for (GPU: 4/6-connected only)
     for r in rows:
-        line = f"{r['problem']:28s}" + "".join(f"{r[c] * 1e3:14.1f}" for c in cols)
+        line = f"{r['problem']:36s}" + "".join(
+            f"{r.get(c, nan) * 1e3:14.1f}" for c in cols
+        )
         for _, num, den in ratios:
-            a = num(r) if callable(num) else r[num]
-            line += f"{a / r[den]:13.1f}"
+            a = num(r) if callable(num) else r.get(num, nan)
+            line += f"{a / r.get(den, nan):13.1f}"
         print(line)
     print(
         "(x = PyMaxflow time / vision_cuts time; every flow equals PyMaxflow's)"

@@ -76,7 +76,7 @@ def ours_available() -> bool:
     return callable(getattr(vision_cuts, "grabcut", None))
 
 
-def ours_grabcut(image, rect, fg=None, bg=None, *, iterations, backend):
+def ours_grabcut(image, rect, fg=None, bg=None, *, iterations, backend, connectivity=4):
     """Run ``vision_cuts.grabcut``; return the foreground as a bool (M, N) array.
 
     The single adapter between this script and the library API.
@@ -90,6 +90,7 @@ def ours_grabcut(image, rect, fg=None, bg=None, *, iterations, backend):
         foreground=fg,
         background=bg,
         iterations=iterations,
+        connectivity=connectivity,
         backend=backend,
     )
     mask = getattr(result, "mask", result)
@@ -197,10 +198,14 @@ def method_fns(backends, args):
             seed=args.seed,
         )
     }
-    for be in backends:
-        fns[be] = lambda im, r, f, b, be=be: ours_grabcut(
-            im, r, f, b, iterations=args.iterations, backend=be
-        )
+    for conn in args.connectivity:
+        for be in backends:
+            if conn != 4 and be == "gpu":
+                continue  # the device cuts are 4-connected
+            name = be if conn == 4 else f"{be}-{conn}conn"
+            fns[name] = lambda im, r, f, b, be=be, conn=conn: ours_grabcut(
+                im, r, f, b, iterations=args.iterations, backend=be, connectivity=conn
+            )
     return fns
 
 
@@ -412,6 +417,14 @@ def main(argv=None):
     )
     ap.add_argument(
         "--iterations", type=int, default=5, help="GrabCut iterations (protocol: 5)"
+    )
+    ap.add_argument(
+        "--connectivity",
+        type=int,
+        nargs="+",
+        default=[4],
+        choices=[4, 8],
+        help="neighbourhoods of ours to run (8: methods named <backend>-8conn)",
     )
     ap.add_argument(
         "--scribble-protocol",

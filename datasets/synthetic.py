@@ -21,34 +21,42 @@ __all__ = [
 
 
 def contrast_weights(
-    image: np.ndarray, *, lam: float = 50.0, scale: float = 1.0
+    image: np.ndarray,
+    *,
+    lam: float = 50.0,
+    scale: float = 1.0,
+    connectivity: int = 1,
 ) -> np.ndarray:
-    """Contrast-sensitive Potts weights ``lam * exp(-beta |I_p - I_q|^2)`` as int32.
+    """Contrast-sensitive Potts weights ``lam * exp(-beta |I_p - I_q|^2) / |p - q|`` as
+    int32.
 
-    Returns the ``(ndim, *grid)`` weights of :func:`vision_cuts.grid_energy`
-    (direction 0 = +x, 1 = +y, 2 = +z); ``beta = 1 / (2 <|I_p - I_q|^2>)``, as in
-    GrabCut.
-    Works for 2-D images (M, N[, C]) and 3-D volumes (P, M, N) (single channel).
+    Returns the ``(D, *grid)`` weights of :func:`vision_cuts.grid_energy` for its
+    ``connectivity`` (default: faces only, ``D = ndim``: direction 0 = +x, 1 = +y,
+    2 = +z; diagonal neighbourhoods add their directions, weighted by the inverse of
+    their length, as GrabCut does); ``beta = 1 / (2 <|I_p - I_q|^2>)`` over the
+    neighbour pairs, as in GrabCut. Works for 2-D images (M, N[, C]) and 3-D volumes
+    (P, M, N) (single channel).
     """
+    from vision_cuts.grid import _arc_views, connectivity_planes, neighbour_offsets
+
     img = np.asarray(image, dtype=np.float32)
     if img.ndim == 2 or (img.ndim == 3 and img.shape[-1] > 4):
         img = img[..., None]
     grid = img.shape[:-1]
     nd = len(grid)
+    planes = connectivity_planes(connectivity, nd)
+    steps = neighbour_offsets(nd, planes)[::2]  # the forward step of every direction
     diffs = []
-    for d in range(nd):
-        ax = nd - 1 - d
-        dd = np.diff(img, axis=ax)
-        sq = np.sum(dd * dd, axis=-1)
-        diffs.append(sq)
-    mean = sum(float(s.sum()) for s in diffs) / max(1, sum(s.size for s in diffs))
+    for d in range(len(steps)):
+        tail, head = _arc_views(nd, 2 * d)
+        dd = img[head] - img[tail]
+        diffs.append((tail, np.sum(dd * dd, axis=-1)))
+    mean = sum(float(s.sum()) for _, s in diffs) / max(1, sum(s.size for _, s in diffs))
     beta = 1.0 / (2.0 * mean) if mean > 0 else 0.0
-    w = np.zeros((nd, *grid), dtype=np.int32)
-    for d, sq in enumerate(diffs):
-        ax = nd - 1 - d
-        sl = [slice(None)] * nd
-        sl[ax] = slice(None, -1)
-        w[d][tuple(sl)] = np.rint(lam * scale * np.exp(-beta * sq)).astype(np.int32)
+    w = np.zeros((len(steps), *grid), dtype=np.int32)
+    for d, (tail, sq) in enumerate(diffs):
+        length = float(np.sqrt(np.sum(steps[d] ** 2)))
+        w[d][tail] = np.rint(lam * scale * np.exp(-beta * sq) / length).astype(np.int32)
     return w
 
 
@@ -80,24 +88,32 @@ def segmentation_unary(
 
 
 def segmentation_problem(
-    image: np.ndarray, *, lam: float = 50.0, scale: float = 10.0
+    image: np.ndarray, *, lam: float = 50.0, scale: float = 10.0, connectivity: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """(unary, weights) of a box-initialised contrast-sensitive segmentation energy.
 
     The box covers the central 60% of the image; the energy is the first GrabCut
-    iteration with colour histograms instead of GMMs.
+    iteration with colour histograms instead of GMMs. ``connectivity`` as in
+    :func:`contrast_weights`.
     """
     h, w = image.shape[:2]
     box = (int(0.2 * h), int(0.2 * w), int(0.8 * h), int(0.8 * w))
     unary = segmentation_unary(image, box, scale=scale)
-    weights = contrast_weights(image, lam=lam * scale / 10.0)
+    weights = contrast_weights(image, lam=lam * scale / 10.0, connectivity=connectivity)
     return unary, weights
 
 
 def volume_problem(
-    n: int = 64, *, seed: int = 0, lam: float = 30.0, noise: float = 0.35
+    n: int = 64,
+    *,
+    seed: int = 0,
+    lam: float = 30.0,
+    noise: float = 0.35,
+    connectivity: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A noisy 3-D volume with blobs: (unary (n, n, n, 2), weights (3, n, n, n)).
+    """A noisy 3-D volume with blobs: (unary (n, n, n, 2), weights (D, n, n, n)),
+    ``D`` the directions of ``connectivity`` (3 by default; see
+    :func:`contrast_weights`).
 
     Three random ellipsoids of intensity 1 in a background of 0 plus Gaussian noise;
     unaries are the quantised squared distances to the two class means.
@@ -118,7 +134,7 @@ def volume_problem(
     unary = np.empty((n, n, n, 2), dtype=np.int32)
     unary[..., 0] = np.rint(50 * vol**2)
     unary[..., 1] = np.rint(50 * (vol - 1) ** 2)
-    weights = contrast_weights(vol * 255, lam=lam)
+    weights = contrast_weights(vol * 255, lam=lam, connectivity=connectivity)
     return unary, weights
 
 

@@ -140,6 +140,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
             background=bg,
             iterations=args.iterations,
             smoothness=args.smoothness,
+            connectivity=args.connectivity,
             callback=progress,
             backend=args.backend,
         )
@@ -281,7 +282,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--bg", help="background scribbles: mask image, nonzero = background"
     )
     s.add_argument("--iterations", type=int, default=5)
-    s.add_argument("--smoothness", type=float, default=120.0)
+    s.add_argument(
+        "--smoothness",
+        type=float,
+        default=None,
+        help="gamma of the contrast term (default 120 with 4 neighbours, 50 with 8)",
+    )
+    s.add_argument(
+        "--connectivity",
+        type=int,
+        choices=(4, 8),
+        default=4,
+        help="neighbourhood of the smoothness term (8: on the CPU)",
+    )
     s.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
     s.set_defaults(func=_cmd_segment)
 

@@ -8,7 +8,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
-from .grid import GridEnergy, grid_energy
+from .grid import (
+    GridEnergy,
+    _arc_views,
+    connectivity_planes,
+    grid_energy,
+    neighbour_offsets,
+)
 from .maxflow import _maxflow_warm, maxflow_grid
 
 __all__ = ["GaussianMixture", "GrabCutResult", "grabcut", "segment"]
@@ -426,19 +432,24 @@ def _neg_log_mixture(ll: Any, xp) -> Any:
     return -(m + xp.log(xp.exp(ll - m[:, None]).sum(axis=1)))
 
 
-def _smoothness(img: Any, gamma: float, xp) -> Any:
-    """GrabCut's contrast-sensitive weights: (2, M, N) int32 (+x, +y), 1/64 nats."""
-    dx = img[:, 1:, :] - img[:, :-1, :]
-    dy = img[1:, :, :] - img[:-1, :, :]
-    sx = (dx * dx).sum(axis=2)
-    sy = (dy * dy).sum(axis=2)
-    total = float(sx.sum()) + float(sy.sum())
-    count = sx.size + sy.size
+def _smoothness(img: Any, gamma: float, xp, planes: int = 4) -> Any:
+    """GrabCut's contrast-sensitive weights, 1/64 nats: (D, M, N) int32 for the
+    ``planes``-plane neighbourhood (4: +x, +y; 8: and the diagonals, weighted by the
+    inverse of their length), ``beta`` over its neighbour pairs."""
+    steps = neighbour_offsets(2, planes)[::2]
+    diffs = []
+    for d in range(len(steps)):
+        tail, head = _arc_views(2, 2 * d)
+        dd = img[head] - img[tail]
+        diffs.append((tail, (dd * dd).sum(axis=2)))
+    total = sum(float(sq.sum()) for _, sq in diffs)
+    count = sum(sq.size for _, sq in diffs)
     beta = 0.0 if total <= 0 or count == 0 else count / (2.0 * total)
-    w = xp.zeros((2, *img.shape[:2]), dtype=xp.int32)
+    w = xp.zeros((len(steps), *img.shape[:2]), dtype=xp.int32)
     g = gamma * _COST_SCALE
-    w[0, :, :-1] = xp.rint(g * xp.exp(-beta * sx)).astype(xp.int32)
-    w[1, :-1, :] = xp.rint(g * xp.exp(-beta * sy)).astype(xp.int32)
+    for d, (tail, sq) in enumerate(diffs):
+        length = float(np.sqrt((steps[d] ** 2).sum()))
+        w[d][tail] = xp.rint(g * xp.exp(-beta * sq) / length).astype(xp.int32)
     return w
 
 
@@ -450,7 +461,8 @@ def grabcut(
     background: Any = None,
     iterations: int = 5,
     components: int = 5,
-    smoothness: float = 120.0,
+    smoothness: float | None = None,
+    connectivity: int = 4,
     init: GrabCutResult | None = None,
     callback: Any = None,
     backend: str = "auto",
@@ -471,11 +483,16 @@ def grabcut(
         Graph cuts to make (>= 1); stops early once the mask no longer changes.
     components : int
         Gaussians per colour model (GrabCut uses 5).
-    smoothness : float
+    smoothness : float, optional
         ``gamma``: weight of the contrast-sensitive term ``gamma exp(-beta |z_p -
-        z_q|^2)`` between 4-neighbours (>= 0). The default 120 matches GrabCut's
-        ``gamma = 50`` on 8 neighbours (diagonals weighted ``1 / sqrt(2)``): per unit
-        length of an axis-aligned boundary that costs ``50 (1 + sqrt(2)) = 121``.
+        z_q|^2) / |p - q|`` between neighbours (>= 0). Default: GrabCut's 50 with 8
+        neighbours; 120 with 4, which matches it per unit length of an axis-aligned
+        boundary (``50 (1 + sqrt(2)) = 121``).
+    connectivity : {4, 8}
+        The neighbourhood of the smoothness term: 8 is GrabCut's as published
+        (diagonals weighted ``1 / sqrt(2)``, less metrication on diagonal
+        boundaries) and runs its cuts on the CPU (``backend="auto"`` picks it; the
+        colour models too); 4 runs on either backend.
     init : GrabCutResult, optional
         A previous result to refine (the interactive loop): its mask and colour models
         are the starting point, and ``rect`` / scribbles add constraints.
@@ -514,7 +531,17 @@ def grabcut(
     C. Rother, V. Kolmogorov and A. Blake, "GrabCut: interactive foreground
     extraction using iterated graph cuts", ACM SIGGRAPH 2004.
     """
+    planes = connectivity_planes(connectivity, 2)
     which = resolve_backend(backend, image)
+    if which == "gpu" and planes != 4:
+        if backend == "gpu":
+            raise ValueError(
+                "backend='gpu' runs GrabCut with connectivity=4; got connectivity="
+                f"{connectivity!r}: use backend='cpu' or 'auto'"
+            )
+        which = "cpu"
+    if smoothness is None:
+        smoothness = 120.0 if planes == 4 else 50.0
     xp = _xp_of(which)
     img = _as_image(image, xp)
     rows, cols = img.shape[:2]
@@ -585,7 +612,7 @@ def grabcut(
         fg_gmm = _fit_gmm(xs[lab], _nearest(xs[lab], _kmeans(xs[lab], k, xp)), k, xp)
         bg_gmm = _fit_gmm(xs[~lab], _nearest(xs[~lab], _kmeans(xs[~lab], k, xp)), k, xp)
 
-    weights = _smoothness(img, float(smoothness), xp)
+    weights = _smoothness(img, float(smoothness), xp, planes)
     big = np.int32(1 << 24)
     # the graph: the bounding box of the free pixels and a one-pixel border
     if bool(free.any()):
@@ -650,7 +677,7 @@ def grabcut(
             cut, residual = _maxflow_warm(energy_obj, residual)
             constant = low.sum(dtype=xp.int64)
         else:
-            energy_obj = grid_energy(unary, weights=crop_w)
+            energy_obj = grid_energy(unary, weights=crop_w, connectivity=planes)
             cut = maxflow_grid(energy_obj, backend=which)
             constant = energy_obj.constant
         new = labels.copy()
