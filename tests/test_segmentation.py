@@ -91,8 +91,10 @@ def test_grabcut_grey_rgba_float_and_tiny_images():
     grey = grabcut(img[..., 0], rect=RECT, backend="cpu").mask
     assert grey.shape == img.shape[:2]
     rgba = np.dstack([img, np.full(img.shape[:2], 255, np.uint8)])
-    np.testing.assert_array_equal(grabcut(rgba, rect=RECT, backend="cpu").mask,
-                                  grabcut(img, rect=RECT, backend="cpu").mask)
+    np.testing.assert_array_equal(
+        grabcut(rgba, rect=RECT, backend="cpu").mask,
+        grabcut(img, rect=RECT, backend="cpu").mask,
+    )
     as_float = grabcut(img / 255.0, rect=RECT, backend="cpu").mask
     assert (as_float == grabcut(img, rect=RECT, backend="cpu").mask).mean() > 0.99
     tiny = np.zeros((3, 3, 3), np.uint8)
@@ -112,10 +114,16 @@ def test_grabcut_grey_rgba_float_and_tiny_images():
         ({"rect": RECT, "components": 0}, ValueError, "components must be"),
         ({"rect": RECT, "smoothness": -1.0}, ValueError, "smoothness must be"),
         ({"rect": RECT, "smoothness": float("nan")}, ValueError, "smoothness must be"),
-        ({"rect": RECT, "foreground": np.zeros((5, 5), bool)}, ValueError,
-         "foreground must have the image's shape"),
-        ({"rect": RECT, "background": np.zeros((60, 81), bool)}, ValueError,
-         "background must have the image's shape"),
+        (
+            {"rect": RECT, "foreground": np.zeros((5, 5), bool)},
+            ValueError,
+            "foreground must have the image's shape",
+        ),
+        (
+            {"rect": RECT, "background": np.zeros((60, 81), bool)},
+            ValueError,
+            "background must have the image's shape",
+        ),
         ({"rect": RECT, "foreground": [[1]]}, TypeError, "foreground must be"),
         ({"rect": RECT, "init": "previous"}, TypeError, "init must be"),
         ({}, ValueError, "without rect, give both"),
@@ -165,8 +173,22 @@ def test_cli_segment_writes_mask_and_overlay(tmp_path, capsys):
     fg[30:33, 40:45] = 255
     fg_png = tmp_path / "fg.png"
     cv2.imwrite(str(fg_png), fg)
-    rc = cli.main(["segment", str(path), "--rect", "15,10,60,45", "-o", str(mask_png),
-                   "--overlay", str(over_png), "--fg", str(fg_png), "--backend", "cpu"])
+    rc = cli.main(
+        [
+            "segment",
+            str(path),
+            "--rect",
+            "15,10,60,45",
+            "-o",
+            str(mask_png),
+            "--overlay",
+            str(over_png),
+            "--fg",
+            str(fg_png),
+            "--backend",
+            "cpu",
+        ]
+    )
     assert rc == 0
     mask = cv2.imread(str(mask_png), cv2.IMREAD_UNCHANGED)
     assert mask.shape == (60, 80) and set(np.unique(mask)) <= {0, 255}
@@ -177,8 +199,18 @@ def test_cli_segment_writes_mask_and_overlay(tmp_path, capsys):
 
 def test_cli_builtin_sample(tmp_path):
     out = tmp_path / "m.png"
-    argv = ["segment", "camera", "--rect", "100,50,300,400", "-o", str(out),
-            "--iterations", "2", "--backend", "cpu"]
+    argv = [
+        "segment",
+        "camera",
+        "--rect",
+        "100,50,300,400",
+        "-o",
+        str(out),
+        "--iterations",
+        "2",
+        "--backend",
+        "cpu",
+    ]
     assert cli.main(argv) == 0
     assert out.exists()
 
@@ -230,7 +262,59 @@ def test_grabcut_benchmark_accuracy(data_dir, name):
     err = gc.grabcut_error(box.mask, sample.gt, sample.rect)
     assert err < 4.5
     fg, bg = sample.scribbles["set2"]
-    seeded = grabcut(sample.image, rect=sample.rect, foreground=fg, background=bg,
-                     backend="cpu")
+    seeded = grabcut(
+        sample.image, rect=sample.rect, foreground=fg, background=bg, backend="cpu"
+    )
     assert seeded.mask[fg].all() and not seeded.mask[bg].any()
     assert gc.grabcut_error(seeded.mask, sample.gt, sample.rect) <= err + 0.5
+
+
+# ---- the 8-neighbourhood ------------------------------------------------------------
+
+
+def _reference_smoothness(img, gamma, planes):
+    """GrabCut's weights written out: every neighbour pair of the neighbourhood
+    (4: right, down; 8: and down-right, down-left), beta over all of them, the
+    diagonals divided by sqrt(2); 64 units a nat."""
+    img = img.astype(np.float64)
+    h, w = img.shape[:2]
+    pairs = [((0, 0), (0, 1)), ((0, 0), (1, 0))]
+    if planes == 8:
+        pairs += [((0, 0), (1, 1)), ((0, 1), (1, 0))]  # (p, q): q = p + step
+    sqs = []
+    for (py, px), (qy, qx) in pairs:
+        dy, dx = qy - py, qx - px
+        ys, xs = slice(max(0, -dy), h - max(0, dy)), slice(max(0, -dx), w - max(0, dx))
+        tail = img[ys, xs]
+        head = img[ys.start + dy : ys.stop + dy, xs.start + dx : xs.stop + dx]
+        sqs.append((ys, xs, ((head - tail) ** 2).sum(axis=2), np.hypot(dy, dx)))
+    beta = sum(s[2].size for s in sqs) / (2.0 * sum(s[2].sum() for s in sqs))
+    out = np.zeros((len(pairs), h, w), np.int32)
+    for d, (ys, xs, sq, length) in enumerate(sqs):
+        out[d, ys, xs] = np.rint(gamma * 64 * np.exp(-beta * sq) / length)
+    return out
+
+
+@pytest.mark.parametrize("planes", [4, 8])
+def test_grabcut_smoothness_weights(rng, planes):
+    from vision_cuts.segmentation import _smoothness
+
+    img = rng.random((7, 9, 3)).astype(np.float32)
+    got = _smoothness(img, 50.0, np, planes)
+    np.testing.assert_array_equal(got, _reference_smoothness(img, 50.0, planes))
+
+
+def test_grabcut_eight_neighbours():
+    img = _two_tone()
+    res = grabcut(img, rect=RECT, connectivity=8, backend="cpu")
+    assert res.mask.shape == img.shape[:2]
+    assert (res.mask.astype(bool) == _truth()).mean() > 0.99
+    assert 1 <= res.iterations <= 5  # the 8-neighbour cuts: test_grid_connectivity
+    with pytest.raises(ValueError, match=r"connectivity must be one of \(4, 8\)"):
+        grabcut(img, rect=RECT, connectivity=6, backend="cpu")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return
+    with pytest.raises(ValueError, match="connectivity=4"):
+        grabcut(img, rect=RECT, connectivity=8, backend="gpu")
