@@ -1,0 +1,198 @@
+"""vision_cuts.distributed on a local Dask cluster of two worker processes: every
+output equals the single-process call's, reruns skip what exists, bad items fail alone,
+and a worker killed mid-run loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from vision_cuts import distributed as vd  # noqa: E402
+from vision_cuts import grabcut, optical_flow_frames, stereo_disparity  # noqa: E402
+from vision_cuts.io import read_flo, read_pfm  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _picture(seed, h=60, w=80):
+    rng = np.random.default_rng(seed)
+    img = np.empty((h, w, 3), np.uint8)
+    img[...] = rng.integers(0, 80, 3)
+    y, x = rng.integers(10, 25), rng.integers(15, 35)
+    img[y : y + 25, x : x + 30] = rng.integers(150, 256, 3)  # the object
+    noise = rng.integers(0, 20, img.shape)
+    return np.clip(img.astype(int) + noise, 0, 255).astype(np.uint8)
+
+
+def _write_pngs(folder, images):
+    import cv2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, img in enumerate(images):
+        p = folder / f"img{i:02d}.png"
+        cv2.imwrite(str(p), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+        paths.append(p)
+    return paths
+
+
+def _read_png(path):
+    import cv2
+
+    return cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+
+
+def test_segment_many_equals_single_calls_and_reruns_skip(client, tmp_path):
+    images = [_picture(s) for s in range(5)]
+    _write_pngs(tmp_path / "in", images)
+    out = tmp_path / "out"
+    summary = vd.segment_many(
+        tmp_path / "in", out, client=client, iterations=2, backend="cpu",
+        progress=False,
+    )  # fmt: skip
+    assert sorted(summary.written) == [f"img{i:02d}" for i in range(5)]
+    assert not summary.failed and not summary.skipped
+    for i, img in enumerate(images):
+        h, w = img.shape[:2]
+        rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+        want = grabcut(img, rect=rect, iterations=2, backend="cpu").mask * 255
+        np.testing.assert_array_equal(_read_png(out / f"img{i:02d}.png"), want)
+    # no partial files; a rerun computes nothing
+    names = [f"img{i:02d}.png" for i in range(5)]
+    assert sorted(p.name for p in out.iterdir()) == names
+    again = vd.segment_many(tmp_path / "in", out, client=client, progress=False)
+    assert len(again.skipped) == 5 and not again.written
+    assert "0 written, 5 skipped" in str(again)
+
+
+def test_bad_items_fail_alone(client, tmp_path):
+    good = _write_pngs(tmp_path / "in", [_picture(7)])[0]
+    broken = tmp_path / "in" / "broken.png"
+    broken.write_bytes(b"not a picture")
+    tiny = np.zeros((1, 1, 3), np.uint8)  # grabcut refuses a box outside it
+    summary = vd.segment_many(
+        [good, broken, tiny], tmp_path / "out", client=client, rects=[None, None,
+        (5, 5, 10, 10)], backend="cpu", progress=False, retries=1,
+    )  # fmt: skip
+    assert summary.written == ["img00"]
+    failed = {e.name: e.error for e in summary.failed}
+    assert set(failed) == {"broken", "item000002"}
+    assert "cannot read an image" in failed["broken"]
+    assert "does not overlap the 1x1 image" in failed["item000002"]
+    assert (tmp_path / "out" / "img00.png").exists()
+
+
+def test_stereo_many_equals_single_calls(client, tmp_path):
+    rng = np.random.default_rng(3)
+    pairs = []
+    for _ in range(3):
+        right = rng.integers(0, 256, (40, 64, 3), dtype=np.uint8)
+        left = np.roll(right, 4, axis=1)
+        pairs.append((left, right))
+    summary = vd.stereo_many(
+        pairs, tmp_path / "out", max_disparity=8, client=client, backend="cpu",
+        progress=False,
+    )  # fmt: skip
+    assert sorted(summary.written) == ["item000000", "item000001", "item000002"]
+    for i, (left, right) in enumerate(pairs):
+        want = stereo_disparity(left, right, max_disparity=8, backend="cpu")
+        got = read_pfm(tmp_path / "out" / f"item{i:06d}.pfm")
+        np.testing.assert_array_equal(got, np.asarray(want, np.float32))
+
+
+def test_flow_many_chunks_overlap_by_one_frame(client, tmp_path):
+    import skimage.data
+
+    from vision_cuts.datasets.synthetic import panning_clip
+
+    frames, _ = panning_clip(skimage.data.astronaut(), 6, shape=(96, 128))
+    summary = vd.flow_many(
+        {"clip": frames}, tmp_path / "out", chunk=2, client=client, backend="cpu",
+        progress=False,
+    )  # fmt: skip
+    # 5 pairs in chunks [0:3], [2:5], [4:6]
+    assert sorted(summary.written) == ["clip[0:3]", "clip[2:5]", "clip[4:6]"]
+    for start, stop in ((0, 3), (2, 5), (4, 6)):
+        want = [
+            r.dense
+            for r in optical_flow_frames(frames[start:stop], dense=True, backend="cpu")
+        ]
+        for i, flow in enumerate(want):
+            got = read_flo(tmp_path / "out" / f"clip_{start + i:06d}.flo")
+            np.testing.assert_array_equal(got, flow)
+
+
+def test_a_killed_worker_loses_nothing(client, tmp_path):
+    images = [_picture(s, h=240, w=320) for s in range(8)]
+    _write_pngs(tmp_path / "in", images)
+    out = tmp_path / "out"
+    result = {}
+
+    def run():
+        result["summary"] = vd.segment_many(
+            tmp_path / "in", out, client=client, backend="cpu", progress=False,
+            max_in_flight=8,
+        )  # fmt: skip
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.time() + 120
+    while not any(out.glob("*.png")) and time.time() < deadline:
+        time.sleep(0.05)
+    victim = sorted(client.scheduler_info()["workers"])[0]
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)  # killed mid-run; its nanny starts a new one
+    at_kill = len(list(out.glob("img*.png")))
+    t.join(300)
+    assert at_kill < 8  # the run was not over
+    assert victim not in client.scheduler_info()["workers"]  # it did die
+    summary = result["summary"]
+    assert not summary.failed, str(summary)
+    assert len(summary.written) == 8
+    names = [f"img{i:02d}.png" for i in range(8)]
+    assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="retries must be an integer >= 0"):
+        vd.segment_many([_picture(1)], tmp_path, retries=-1, progress=False)
+    with pytest.raises(ValueError, match="max_in_flight must be a positive integer"):
+        vd.segment_many([_picture(1)], tmp_path, max_in_flight=0, progress=False)
+    with pytest.raises(ValueError, match="rects must hold one box per image"):
+        vd.segment_many([_picture(1)], tmp_path, rects=[], progress=False)
+    with pytest.raises(ValueError, match="no image files"):
+        vd.segment_many(tmp_path / "empty*", tmp_path, progress=False)
+    with pytest.raises(ValueError, match="chunk must be a positive integer"):
+        vd.flow_many([_picture(1), _picture(2)], tmp_path, chunk=0, progress=False)
+    with pytest.raises(ValueError, match="needs at least 2 frames"):
+        vd.flow_many([_picture(1)], tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"pairs\[0\] must be \(left, right\)"):
+        vd.stereo_many([_picture(1)], tmp_path, max_disparity=4, progress=False)
+    with pytest.raises(TypeError, match="out_dir must be a path"):
+        vd.stereo_many([], None, max_disparity=4, progress=False)
+
+
+def test_import_does_not_import_dask():
+    import subprocess
+    import sys
+
+    code = "import sys, vision_cuts; print('distributed' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr

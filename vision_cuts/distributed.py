@@ -1,0 +1,520 @@
+"""Many images, stereo pairs and video frames across processes, GPUs and machines, on
+Dask.
+
+Each ``*_many`` function maps one front end over a collection on a
+``distributed.Client`` (the caller's, or a local cluster started for the call and
+closed after it) and streams every result to a file in ``out_dir``, so a long run keeps
+no result in memory:
+
+* :func:`segment_many`: ``grabcut`` over images (a mask PNG each, 255 = object);
+* :func:`stereo_many`: ``stereo_disparity`` over rectified pairs (a PFM each);
+* :func:`flow_many`: ``optical_flow_frames`` over the consecutive frames of sequences,
+  in chunks that overlap by one frame (a ``.flo`` per frame pair, numbered in frame
+  order; a chunk starts cold, as the first pair of a sequence does).
+
+Behaviour shared by all of them:
+
+* an output that exists already is not computed again (``overwrite=False``): a rerun
+  finishes an interrupted one; every file is written in ``out_dir/.vision_cuts-partial``
+  and renamed into place, so an interrupted write never leaves a partial output behind
+  (that folder is emptied and removed at the end of the run: do not point two runs at
+  one ``out_dir`` at the same time);
+* a task that raises is retried once (``retries``), then reported with its input's name
+  and the error, and the rest of the run goes on; a worker that dies has its tasks
+  rescheduled by Dask;
+* at most ``max_in_flight`` tasks are submitted at a time;
+* a one-line progress bar on stderr (``progress``), and a :class:`RunSummary` back.
+
+Workers keep their compiled kernels and solvers between tasks (they are cached per
+process). With GPUs, :func:`local_client` starts one worker per GPU with ``dask-cuda``
+(each pinned to its device); without, worker processes on the CPU. Dask is an optional
+dependency (``pip install "vision-cuts[distributed]"``); ``import vision_cuts`` never
+imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ItemError",
+    "RunSummary",
+    "flow_many",
+    "local_client",
+    "segment_many",
+    "stereo_many",
+]
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "vision_cuts.distributed needs Dask's distributed scheduler: "
+            'pip install "vision-cuts[distributed]"'
+        ) from exc
+    return distributed
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """An input that failed (after its retries): its name and the error."""
+
+    name: str
+    error: str
+
+
+@dataclass
+class RunSummary:
+    """What a ``*_many`` call did: outputs written, outputs found already there
+    (skipped), inputs that failed, and the wall time."""
+
+    written: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def items_per_s(self) -> float:
+        return len(self.written) / self.seconds if self.seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        text = (
+            f"{len(self.written)} written, {len(self.skipped)} skipped (existing), "
+            f"{len(self.failed)} failed in {self.seconds:.1f} s "
+            f"({self.items_per_s:.2f} items/s)"
+        )
+        for e in self.failed:
+            text += f"\n  {e.name}: {e.error}"
+        return text
+
+
+def _gpu_count() -> int:
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # no CuPy or no device
+        return 0
+
+
+def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
+    """A ``distributed.Client`` of a cluster on this machine.
+
+    ``gpu=None`` (default): one worker per GPU with ``dask-cuda`` where GPUs and
+    ``dask-cuda`` exist, else CPU worker processes. ``workers``: the number of workers
+    (GPU: at most the GPUs; CPU: default the CPU count, one thread each). Close the
+    client (and its cluster) when done: ``with local_client() as client: ...``.
+    """
+    dist = _distributed()
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    gpus = _gpu_count()
+    if gpu is None:
+        try:
+            import dask_cuda  # noqa: F401
+
+            gpu = gpus > 0
+        except ImportError:
+            gpu = False
+    if gpu:
+        if gpus == 0:
+            raise ValueError("gpu=True, but no CUDA device is visible")
+        from dask_cuda import LocalCUDACluster
+
+        n = gpus if workers is None else min(workers, gpus)
+        devices = ",".join(str(i) for i in range(n))
+        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, n_workers=n)
+    else:
+        n = workers or (os.cpu_count() or 1)
+        cluster = dist.LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+    return dist.Client(cluster)
+
+
+# ------------------------------------------------------------------ the run loop
+class _Bar:
+    def __init__(self, label: str, total: int, enabled: bool) -> None:
+        self.label, self.total, self.enabled, self.done = label, total, enabled, 0
+
+    def step(self) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 24
+        fill = int(width * self.done / max(self.total, 1))
+        end = "\n" if self.done >= self.total else ""
+        sys.stderr.write(
+            f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
+            f"{self.done}/{self.total}{end}"
+        )
+        sys.stderr.flush()
+
+
+def _task(fn: Callable, payload: Any, outs: list[str], params: dict) -> list[str]:
+    """On a worker: compute, then write every output under a temporary name and
+    rename it (``fn`` returns one array per output path)."""
+    arrays = fn(payload, **params)
+    for path, array in zip(outs, arrays, strict=True):
+        p = Path(path)
+        tmp = p.parent / _PARTIAL / f"{p.stem}-{uuid.uuid4().hex}{p.suffix}"
+        tmp.parent.mkdir(exist_ok=True)
+        _write(str(tmp), array)
+        os.replace(tmp, p)
+    return outs
+
+
+#: the folder of out_dir where the outputs are written before they are renamed; what a
+#: killed worker leaves there is removed at the end of the run
+_PARTIAL = ".vision_cuts-partial"
+
+
+def _write(path: str, array: Any) -> None:
+    suffix = Path(path).suffix.lower()
+    if suffix == ".png":
+        import cv2
+
+        if not cv2.imwrite(path, np.asarray(array)):
+            raise OSError(f"cannot write {path}")
+    elif suffix == ".pfm":
+        from .io import write_pfm
+
+        write_pfm(path, array)
+    elif suffix == ".flo":
+        from .io import write_flo
+
+        write_flo(path, array)
+    else:  # pragma: no cover - the callers choose the suffixes
+        raise ValueError(f"no writer for {suffix!r}")
+
+
+def _run(
+    label: str,
+    jobs: list[tuple[str, Any, list[Path]]],
+    fn: Callable,
+    params: dict,
+    client: Any,
+    workers: int | None,
+    *,
+    retries: int,
+    overwrite: bool,
+    progress: bool,
+    max_in_flight: int | None,
+) -> RunSummary:
+    """Submit ``fn(payload, **params)`` for every job ``(name, payload, outputs)``
+    whose outputs are not all there, at most ``max_in_flight`` at a time."""
+    dist = _distributed()
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+    if max_in_flight is not None and (
+        isinstance(max_in_flight, bool)
+        or not isinstance(max_in_flight, int)
+        or max_in_flight < 1
+    ):
+        raise ValueError(
+            f"max_in_flight must be a positive integer or None, got {max_in_flight!r}"
+        )
+    t0 = time.perf_counter()
+    summary = RunSummary()
+    todo = []
+    for name, payload, outs in jobs:
+        if not overwrite and outs and all(p.exists() for p in outs):
+            summary.skipped.append(name)
+        else:
+            todo.append((name, payload, outs))
+    own = client is None
+    if own and todo:
+        client = local_client(workers)
+    try:
+        nworkers = len(client.scheduler_info().get("workers", {})) if todo else 1
+        limit = max_in_flight or 4 * max(1, nworkers)
+        bar = _Bar(label, len(todo), progress)
+        pending: dict = {}
+        queue = iter(todo)
+        done = dist.as_completed()
+
+        def submit() -> bool:
+            try:
+                name, payload, outs = next(queue)
+            except StopIteration:
+                return False
+            fut = client.submit(
+                _task,
+                fn,
+                payload,
+                [str(p) for p in outs],
+                params,
+                key=f"vision_cuts-{label}-{uuid.uuid4().hex}",
+                pure=False,
+                retries=retries,
+            )
+            pending[fut.key] = name
+            done.add(fut)
+            return True
+
+        for _ in range(limit):
+            if not submit():
+                break
+        for fut in done:
+            name = pending.pop(fut.key)
+            if fut.status == "finished":
+                summary.written.append(name)
+            else:
+                exc = fut.exception()
+                summary.failed.append(ItemError(name, f"{type(exc).__name__}: {exc}"))
+            fut.release()
+            bar.step()
+            submit()
+    finally:
+        if own and client is not None:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+        for folder in {p.parent / _PARTIAL for _, _, outs in jobs for p in outs}:
+            if folder.is_dir():  # partial files of killed workers
+                for f in folder.iterdir():
+                    f.unlink(missing_ok=True)
+                folder.rmdir()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+# ------------------------------------------------------------------ inputs
+def _name_of(item: Any, index: int) -> str:
+    if isinstance(item, (str, os.PathLike)):
+        return Path(item).stem
+    return f"item{index:06d}"
+
+
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
+
+
+def _read_rgb(item: Any) -> np.ndarray:
+    """An image given as a path (read as RGB) or as an array (as it is)."""
+    if isinstance(item, (str, os.PathLike)):
+        import cv2
+
+        img = cv2.imread(str(item), cv2.IMREAD_COLOR)
+        if img is None:
+            raise ValueError(f"cannot read an image from {str(item)!r}")
+        return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return np.asarray(item)
+
+
+def _expand(items: Any, what: str) -> list:
+    """A folder (its image files, sorted), a glob pattern, or a sequence as it is."""
+    if isinstance(items, (str, os.PathLike)):
+        p = Path(items)
+        if p.is_dir():
+            files = sorted(
+                f for f in p.iterdir() if f.suffix.lower() in _IMAGE_SUFFIXES
+            )
+        else:
+            import glob
+
+            files = sorted(Path(f) for f in glob.glob(str(items)))
+        if not files:
+            raise ValueError(f"{what}: no image files in {str(items)!r}")
+        return files
+    if isinstance(items, np.ndarray) and items.ndim >= 3:
+        return list(items)
+    if not isinstance(items, Iterable):
+        raise TypeError(
+            f"{what} must be a folder, a glob pattern or a sequence, got "
+            f"{type(items).__name__}"
+        )
+    return list(items)
+
+
+def _out_dir(out_dir: Any) -> Path:
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# ------------------------------------------------------------------ front ends
+def _segment_one(payload: tuple, **params: Any) -> list:
+    from .segmentation import grabcut
+
+    item, rect = payload
+    image = _read_rgb(item)
+    if rect is None:  # the CLI's default box: an eighth of the width left out a side
+        h, w = image.shape[:2]
+        rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+    result = grabcut(image, rect=rect, **params)
+    return [np.asarray(result.mask, dtype=np.uint8) * 255]
+
+
+def segment_many(
+    images: Any,
+    out_dir: Any,
+    *,
+    rects: Sequence | None = None,
+    client: Any = None,
+    workers: int | None = None,
+    retries: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    max_in_flight: int | None = None,
+    **grabcut_params: Any,
+) -> RunSummary:
+    """GrabCut over many images: ``out_dir/<name>.png`` (uint8, 255 = object) each.
+
+    ``images``: a folder, a glob pattern, or a sequence of paths or arrays (arrays are
+    named ``item000000``, ...). ``rects``: one ``(x, y, w, h)`` per image (None in it,
+    or ``rects=None``: the CLI's default box, ``(w / 8, h / 16, 3 w / 4, 7 h / 8)``).
+    Other keywords go to :func:`vision_cuts.grabcut` (``iterations``, ``backend``,
+    ...). See the module
+    docstring for ``client``, ``workers``, ``retries``, ``overwrite``, ``progress`` and
+    ``max_in_flight``.
+    """
+    items = _expand(images, "images")
+    if rects is not None and len(rects) != len(items):
+        raise ValueError(
+            f"rects must hold one box per image ({len(items)}), got {len(rects)}"
+        )
+    out = _out_dir(out_dir)
+    jobs = []
+    for i, item in enumerate(items):
+        rect = None if rects is None else rects[i]
+        name = _name_of(item, i)
+        jobs.append((name, (item, rect), [out / f"{name}.png"]))
+    return _run(
+        "segment",
+        jobs,
+        _segment_one,
+        grabcut_params,
+        client,
+        workers,
+        retries=retries,
+        overwrite=overwrite,
+        progress=progress,
+        max_in_flight=max_in_flight,
+    )
+
+
+def _stereo_one(payload: tuple, **params: Any) -> list:
+    from .stereo import stereo_disparity
+
+    left, right = payload
+    disp = stereo_disparity(_read_rgb(left), _read_rgb(right), **params)
+    return [np.asarray(disp, dtype=np.float32)]
+
+
+def stereo_many(
+    pairs: Sequence,
+    out_dir: Any,
+    *,
+    max_disparity: int,
+    client: Any = None,
+    workers: int | None = None,
+    retries: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    max_in_flight: int | None = None,
+    **stereo_params: Any,
+) -> RunSummary:
+    """``stereo_disparity`` over rectified pairs: ``out_dir/<name>.pfm`` each (the
+    left image's name, or ``item000000``, ... for arrays). ``pairs``: a sequence of
+    ``(left, right)``, paths or arrays. Other keywords go to
+    :func:`vision_cuts.stereo_disparity`."""
+    if isinstance(pairs, (str, os.PathLike)) or not isinstance(pairs, Iterable):
+        raise TypeError(
+            f"pairs must be a sequence of (left, right), got {type(pairs).__name__}"
+        )
+    pairs = list(pairs)
+    out = _out_dir(out_dir)
+    jobs = []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"pairs[{i}] must be (left, right), got {pair!r:.60}")
+        name = _name_of(pair[0], i)
+        jobs.append((name, tuple(pair), [out / f"{name}.pfm"]))
+    return _run(
+        "stereo",
+        jobs,
+        _stereo_one,
+        {"max_disparity": max_disparity, **stereo_params},
+        client,
+        workers,
+        retries=retries,
+        overwrite=overwrite,
+        progress=progress,
+        max_in_flight=max_in_flight,
+    )
+
+
+def _flow_chunk(payload: tuple, **params: Any) -> list:
+    from .optical_flow import optical_flow_frames
+
+    frames = [_read_rgb(f) for f in payload]
+    return [r.dense for r in optical_flow_frames(frames, dense=True, **params)]
+
+
+def flow_many(
+    sequences: Any,
+    out_dir: Any,
+    *,
+    chunk: int = 32,
+    client: Any = None,
+    workers: int | None = None,
+    retries: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    max_in_flight: int | None = None,
+    **flow_params: Any,
+) -> RunSummary:
+    """Dense optical flow between the consecutive frames of one or more sequences:
+    ``out_dir/<sequence>_<i>.flo`` for frames i -> i + 1 (i from 000000).
+
+    ``sequences``: one sequence (a folder, a glob pattern, a list of frame paths or
+    arrays, or an (n, h, w[, 3]) array) or a dict ``{name: sequence}``. Each is cut into
+    chunks of ``chunk`` frame pairs that share their border frames (chunk + 1 frames
+    each); a chunk is one task, warm-started within itself. Other keywords go to
+    :func:`vision_cuts.optical_flow_frames`.
+    """
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    named = sequences if isinstance(sequences, dict) else {"frames": sequences}
+    out = _out_dir(out_dir)
+    jobs = []
+    for seq_name, seq in named.items():
+        frames = _expand(seq, f"sequences[{seq_name!r}]")
+        if len(frames) < 2:
+            raise ValueError(
+                f"sequence {seq_name!r} needs at least 2 frames, got {len(frames)}"
+            )
+        for start in range(0, len(frames) - 1, chunk):
+            part = frames[start : min(start + chunk, len(frames) - 1) + 1]
+            outs = [
+                out / f"{seq_name}_{start + i:06d}.flo" for i in range(len(part) - 1)
+            ]
+            jobs.append((f"{seq_name}[{start}:{start + len(part)}]", part, outs))
+    return _run(
+        "flow",
+        jobs,
+        _flow_chunk,
+        flow_params,
+        client,
+        workers,
+        retries=retries,
+        overwrite=overwrite,
+        progress=progress,
+        max_in_flight=max_in_flight,
+    )
