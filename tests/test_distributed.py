@@ -23,12 +23,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    with distributed.Client(cluster) as c:
+    with vd.local_client(2, gpu=False) as c:
         yield c
-    cluster.close()
 
 
 def _picture(seed, h=60, w=80):
@@ -196,3 +192,90 @@ def test_import_does_not_import_dask():
     code = "import sys, vision_cuts; print('distributed' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# ---- the command line ----------------------------------------------------------------
+
+
+def _cli(argv):
+    from vision_cuts import cli
+
+    return cli.main(argv)
+
+
+def test_cli_segment_and_stereo_folders(tmp_path, capsys):
+    images = [_picture(s) for s in range(3)]
+    _write_pngs(tmp_path / "in", images)
+    rc = _cli(
+        ["segment", str(tmp_path / "in"), "-o", str(tmp_path / "masks"),
+         "--workers", "2", "--iterations", "2", "--backend", "cpu"]
+    )  # fmt: skip
+    assert rc == 0
+    assert "3 written, 0 skipped (existing), 0 failed" in capsys.readouterr().out
+    for i, img in enumerate(images):
+        h, w = img.shape[:2]
+        rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+        want = grabcut(img, rect=rect, iterations=2, backend="cpu").mask * 255
+        np.testing.assert_array_equal(
+            _read_png(tmp_path / "masks" / f"img{i:02d}.png"), want
+        )
+    rng = np.random.default_rng(5)
+    rights = [rng.integers(0, 256, (32, 48, 3), dtype=np.uint8) for _ in range(2)]
+    _write_pngs(tmp_path / "R", rights)
+    _write_pngs(tmp_path / "L", [np.roll(r, 3, axis=1) for r in rights])
+    rc = _cli(
+        ["stereo", str(tmp_path / "L" / "*.png"), str(tmp_path / "R"), "-o",
+         str(tmp_path / "disp"), "--max-disparity", "6", "--workers", "1",
+         "--backend", "cpu"]
+    )  # fmt: skip
+    assert rc == 0
+    for i in range(2):
+        left = _read_png(tmp_path / "L" / f"img{i:02d}.png")[..., ::-1]
+        right = _read_png(tmp_path / "R" / f"img{i:02d}.png")[..., ::-1]
+        want = stereo_disparity(left, right, max_disparity=6, backend="cpu")
+        got = read_pfm(tmp_path / "disp" / f"img{i:02d}.pfm")
+        np.testing.assert_array_equal(got, np.asarray(want, np.float32))
+
+
+def test_cli_flow_video(tmp_path, capsys):
+    import cv2
+    import skimage.data
+
+    from vision_cuts.datasets.synthetic import panning_clip
+
+    frames, _ = panning_clip(skimage.data.astronaut(), 5, shape=(96, 128))
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (128, 96))
+    for f in frames:
+        writer.write(cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    writer.release()
+    rc = _cli(["flow", str(video), "-o", str(tmp_path / "out"), "--workers", "2",
+               "--backend", "cpu"])  # fmt: skip
+    assert rc == 0
+    cap = cv2.VideoCapture(str(video))
+    decoded = []
+    while True:
+        ok, f = cap.read()
+        if not ok:
+            break
+        decoded.append(cv2.cvtColor(f, cv2.COLOR_BGR2RGB))
+    assert len(decoded) == 5
+    want = [r.dense for r in optical_flow_frames(decoded, dense=True, backend="cpu")]
+    for i, flow in enumerate(want):
+        np.testing.assert_array_equal(
+            read_flo(tmp_path / "out" / f"clip_{i:06d}.flo"), flow
+        )
+
+
+def test_cli_batch_errors(tmp_path):
+    with pytest.raises(SystemExit, match="needs -o OUTPUT_FOLDER"):
+        _cli(["segment", str(tmp_path), "--workers", "1"])
+    with pytest.raises(SystemExit, match="--workers or --scheduler, not both"):
+        _cli(["segment", str(tmp_path), "-o", str(tmp_path / "o"), "--workers", "1",
+              "--scheduler", "tcp://127.0.0.1:1"])  # fmt: skip
+    with pytest.raises(SystemExit, match="takes no --fg"):
+        _cli(["segment", str(tmp_path), "-o", str(tmp_path / "o"), "--workers", "1",
+              "--fg", "x.png"])  # fmt: skip
+    with pytest.raises(SystemExit, match="LEFT and RIGHT"):
+        _cli(["stereo", str(tmp_path), "-o", str(tmp_path / "o"), "--workers", "1",
+              "--max-disparity", "4"])  # fmt: skip

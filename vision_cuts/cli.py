@@ -121,7 +121,11 @@ class _Progress:
 
 
 def _cmd_segment(args: argparse.Namespace) -> int:
+    from . import cli_many
     from .segmentation import grabcut
+
+    if cli_many.wanted(args):
+        return cli_many.segment(args)
 
     image = _load_image(args.image)
     h, w = image.shape[:2]
@@ -200,8 +204,12 @@ def colorize_disparity(disp: np.ndarray, max_disparity: float) -> np.ndarray:
 
 
 def _cmd_stereo(args: argparse.Namespace) -> int:
+    from . import cli_many
     from .io import write_pfm
     from .stereo import stereo_disparity
+
+    if cli_many.wanted(args):
+        return cli_many.stereo(args)
 
     if args.left in ("motorcycle", "sample:motorcycle"):
         if args.right is not None:
@@ -258,6 +266,8 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``vision-cuts``."""
+    from . import cli_many
+
     p = argparse.ArgumentParser(
         prog="vision-cuts", description="Exact graph cuts for computer vision."
     )
@@ -296,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="neighbourhood of the smoothness term (8: on the CPU)",
     )
     s.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    cli_many.add_options(s)
     s.set_defaults(func=_cmd_segment)
 
     st = sub.add_parser(
@@ -319,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--png16", help="write disparity x 256 as a 16-bit PNG")
     st.add_argument("--pfm", help="write the float disparity as PFM")
     st.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    cli_many.add_options(st)
     st.set_defaults(func=_cmd_stereo)
 
     for name in _COMMAND_MODULES:

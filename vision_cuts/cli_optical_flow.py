@@ -78,6 +78,9 @@ def add_parser(subparsers) -> None:
         "from the previous pair's motion)",
     )
     f.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    from . import cli_many
+
+    cli_many.add_options(f)
     f.set_defaults(func=_cmd_flow)
 
 
@@ -148,6 +151,10 @@ def _check_args(args) -> None:
 
 
 def _cmd_flow(args: argparse.Namespace) -> int:
+    from . import cli_many
+
+    if cli_many.wanted(args):
+        return cli_many.flow(args)
     _check_args(args)
     if len(args.inputs) == 2:
         return _pair(args)

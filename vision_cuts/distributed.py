@@ -27,9 +27,14 @@ Behaviour shared by all of them:
 
 Workers keep their compiled kernels and solvers between tasks (they are cached per
 process). With GPUs, :func:`local_client` starts one worker per GPU with ``dask-cuda``
-(each pinned to its device); without, worker processes on the CPU. Dask is an optional
-dependency (``pip install "vision-cuts[distributed]"``); ``import vision_cuts`` never
-imports it.
+(each pinned to its device); without, worker processes on the CPU that share the cores.
+Its workers run without the ``MALLOC_TRIM_THRESHOLD_`` that Dask's nannies set by
+default: that setting turns off glibc's adaptive mmap threshold, and the front ends'
+large temporary arrays were then mapped and faulted in afresh every time (a
+Middlebury-size stereo pair: 2.7 s instead of 1.1 s). Workers of your own cluster
+should be started without it too (``distributed.nanny.pre-spawn-environ``). Dask is an
+optional dependency (``pip install "vision-cuts[distributed]"``); ``import
+vision_cuts`` never imports it.
 """
 
 from __future__ import annotations
@@ -113,10 +118,13 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
 
     ``gpu=None`` (default): one worker per GPU with ``dask-cuda`` where GPUs and
     ``dask-cuda`` exist, else CPU worker processes. ``workers``: the number of workers
-    (GPU: at most the GPUs; CPU: default the CPU count, one thread each). Close the
-    client (and its cluster) when done: ``with local_client() as client: ...``.
+    (GPU: at most the GPUs; CPU: default the CPU count, one task at a time each, the
+    cores shared among them through ``VISION_CUTS_THREADS``). Closing the client
+    closes its cluster: ``with local_client() as client: ...``.
     """
     dist = _distributed()
+    import dask
+
     if workers is not None and (
         isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
     ):
@@ -129,6 +137,28 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
             gpu = gpus > 0
         except ImportError:
             gpu = False
+    # Dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers by default, which
+    # turns off glibc's adaptive mmap threshold: every large temporary array is then
+    # mapped afresh and faulted in page by page (a Middlebury-size stereo pair took
+    # 2.7 s instead of 1.1 s in such a process). These workers keep glibc's default.
+    with dask.config.set(
+        {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+    ):
+        cluster = _cluster(dist, workers, gpu, gpus)
+
+    class _OwningClient(dist.Client):
+        """A client that closes its cluster with it."""
+
+        def close(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().close(*args, **kwargs)
+            finally:
+                cluster.close()
+
+    return _OwningClient(cluster)
+
+
+def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
     if gpu:
         if gpus == 0:
             raise ValueError("gpu=True, but no CUDA device is visible")
@@ -136,13 +166,21 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
 
         n = gpus if workers is None else min(workers, gpus)
         devices = ",".join(str(i) for i in range(n))
-        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, n_workers=n)
-    else:
-        n = workers or (os.cpu_count() or 1)
-        cluster = dist.LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+        return LocalCUDACluster(
+            CUDA_VISIBLE_DEVICES=devices, n_workers=n, dashboard_address=":0"
         )
-    return dist.Client(cluster)
+    else:
+        cores = os.cpu_count() or 1
+        n = workers or cores
+        # the CPU solvers' threads share the cores among the workers
+        threads = str(max(1, cores // n))
+        return dist.LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            env={"VISION_CUTS_THREADS": threads, "NUMBA_NUM_THREADS": threads},
+        )
 
 
 # ------------------------------------------------------------------ the run loop
@@ -280,10 +318,7 @@ def _run(
             submit()
     finally:
         if own and client is not None:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            client.close()  # and the cluster local_client started
         for folder in {p.parent / _PARTIAL for _, _, outs in jobs for p in outs}:
             if folder.is_dir():  # partial files of killed workers
                 for f in folder.iterdir():
@@ -460,10 +495,56 @@ def stereo_many(
     )
 
 
-def _flow_chunk(payload: tuple, **params: Any) -> list:
+_VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
+
+
+def _is_video(item: Any) -> bool:
+    return (
+        isinstance(item, (str, os.PathLike))
+        and Path(item).suffix.lower() in _VIDEO_SUFFIXES
+    )
+
+
+def _video_length(path: Any) -> int:
+    """The frames of a video, counted by decoding (the header's count can be off)."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise ValueError(f"cannot open the video {str(path)!r}")
+    n = 0
+    while cap.grab():
+        n += 1
+    cap.release()
+    return n
+
+
+def _video_frames(path: str, start: int, stop: int) -> list:
+    """Frames ``start .. stop - 1`` of a video (RGB), read in order (exact, whatever
+    the codec's seeking)."""
+    import cv2
+
+    cap = cv2.VideoCapture(path)
+    for _ in range(start):
+        if not cap.grab():
+            raise ValueError(f"{path!r} has fewer than {start} frames")
+    frames = []
+    for _ in range(start, stop):
+        ok, frame = cap.read()
+        if not ok:
+            raise ValueError(f"{path!r} has fewer than {stop} frames")
+        frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+    cap.release()
+    return frames
+
+
+def _flow_chunk(payload: Any, **params: Any) -> list:
     from .optical_flow import optical_flow_frames
 
-    frames = [_read_rgb(f) for f in payload]
+    if isinstance(payload, tuple) and payload and payload[0] == "video":
+        frames = _video_frames(*payload[1:])
+    else:
+        frames = [_read_rgb(f) for f in payload]
     return [r.dense for r in optical_flow_frames(frames, dense=True, **params)]
 
 
@@ -483,29 +564,43 @@ def flow_many(
     """Dense optical flow between the consecutive frames of one or more sequences:
     ``out_dir/<sequence>_<i>.flo`` for frames i -> i + 1 (i from 000000).
 
-    ``sequences``: one sequence (a folder, a glob pattern, a list of frame paths or
-    arrays, or an (n, h, w[, 3]) array) or a dict ``{name: sequence}``. Each is cut into
+    ``sequences``: one sequence (a video file, read by the workers; a folder or a glob
+    pattern of frames; a list of frame paths or arrays; an (n, h, w[, 3]) array) or a
+    dict ``{name: sequence}`` (a video alone is named after its file). Each is cut into
     chunks of ``chunk`` frame pairs that share their border frames (chunk + 1 frames
     each); a chunk is one task, warm-started within itself. Other keywords go to
     :func:`vision_cuts.optical_flow_frames`.
     """
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
-    named = sequences if isinstance(sequences, dict) else {"frames": sequences}
+    if isinstance(sequences, dict):
+        named = sequences
+    elif _is_video(sequences):
+        named = {Path(sequences).stem: sequences}
+    else:
+        named = {"frames": sequences}
     out = _out_dir(out_dir)
     jobs = []
     for seq_name, seq in named.items():
-        frames = _expand(seq, f"sequences[{seq_name!r}]")
-        if len(frames) < 2:
+        if _is_video(seq):  # read by the workers, a chunk each
+            count = _video_length(seq)
+            frames = None
+        else:
+            frames = _expand(seq, f"sequences[{seq_name!r}]")
+            count = len(frames)
+        if count < 2:
             raise ValueError(
-                f"sequence {seq_name!r} needs at least 2 frames, got {len(frames)}"
+                f"sequence {seq_name!r} needs at least 2 frames, got {count}"
             )
-        for start in range(0, len(frames) - 1, chunk):
-            part = frames[start : min(start + chunk, len(frames) - 1) + 1]
-            outs = [
-                out / f"{seq_name}_{start + i:06d}.flo" for i in range(len(part) - 1)
-            ]
-            jobs.append((f"{seq_name}[{start}:{start + len(part)}]", part, outs))
+        for start in range(0, count - 1, chunk):
+            stop = min(start + chunk, count - 1) + 1
+            part = (
+                ("video", str(seq), start, stop)
+                if frames is None
+                else frames[start:stop]
+            )
+            outs = [out / f"{seq_name}_{i:06d}.flo" for i in range(start, stop - 1)]
+            jobs.append((f"{seq_name}[{start}:{stop}]", part, outs))
     return _run(
         "flow",
         jobs,

@@ -1,0 +1,216 @@
+"""Throughput of vision_cuts.distributed against the single-process loop, same run.
+
+Workloads (inputs written as files first, outputs written as files by both):
+
+* ``stereo``: ``--items`` rectified pairs cut from the shared Middlebury pairs (random
+  crops of 256 x 320, the same crop of left and right; needs VISION_CUTS_DATA), max
+  disparity 16, one PFM each;
+* ``segment``: ``--items`` pictures cut from scikit-image's (random 300 x 400 crops),
+  GrabCut with the central box, one PNG each;
+* ``flow``: a ``--items``-frame 640 x 480 clip (``panning_clip`` over the astronaut),
+  dense flow of every consecutive pair in chunks of 32 pairs, one ``.flo`` each.
+
+For each ``--workers`` count a local cluster is started (``local_client``: CPU
+processes sharing the cores, or one worker per GPU with ``--gpu``), warmed up with one
+item per worker, then timed; the single-process loop runs after a warm-up of its own.
+Every output of every run is counted and compared with the loop's (equal arrays), so no
+item is lost or duplicated.
+
+    python benchmarks/bench_distributed.py --kind stereo --items 200 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _write_png(path: Path, rgb: np.ndarray) -> None:
+    import cv2
+
+    cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+
+
+def make_inputs(kind: str, n: int, root: Path, rng) -> tuple:
+    """(collection for the *_many call, single-process function of one job)."""
+    (root / "in").mkdir(parents=True)
+    if kind == "stereo":
+        from vision_cuts.datasets import middlebury as mb
+
+        samples = [mb.load_stereo(name, None) for name in mb.stereo_names()]
+        pairs = []
+        for i in range(n):
+            s = samples[i % len(samples)]
+            h, w = s.left.shape[:2]
+            y, x = rng.integers(0, h - 256 + 1), rng.integers(0, w - 320 + 1)
+            for side, img in (("L", s.left), ("R", s.right)):
+                _write_png(
+                    root / "in" / f"{side}{i:04d}.png", img[y : y + 256, x : x + 320]
+                )
+            pairs.append((root / "in" / f"L{i:04d}.png", root / "in" / f"R{i:04d}.png"))
+        return pairs, {"max_disparity": 16}
+    if kind == "segment":
+        import skimage.data
+
+        bases = [
+            skimage.data.astronaut(),
+            skimage.data.coffee(),
+            skimage.data.chelsea(),
+        ]
+        for i in range(n):
+            b = bases[i % len(bases)]
+            h, w = b.shape[:2]
+            y, x = rng.integers(0, h - 300 + 1), rng.integers(0, w - 400 + 1)
+            _write_png(root / "in" / f"img{i:04d}.png", b[y : y + 300, x : x + 400])
+        return root / "in", {"iterations": 5}
+    import skimage.data
+
+    from vision_cuts.datasets.synthetic import panning_clip
+
+    frames, _ = panning_clip(skimage.data.astronaut(), n)
+    for i, f in enumerate(frames):
+        _write_png(root / "in" / f"f{i:05d}.png", f)
+    return {"clip": root / "in"}, {}
+
+
+def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
+    """The plain loop over the same files; returns seconds (after a warm-up)."""
+    from vision_cuts import distributed as vd
+
+    out.mkdir(parents=True)
+    if kind == "stereo":
+        fn = lambda it: vd._stereo_one(it, backend=backend, **params)  # noqa: E731
+        jobs = [
+            (Path(a).stem, it, [out / f"{Path(a).stem}.pfm"])
+            for it in items
+            for a in [it[0]]
+        ]
+    elif kind == "segment":
+        fn = lambda it: vd._segment_one(it, backend=backend, **params)  # noqa: E731
+        jobs = [
+            (p.stem, (p, None), [out / f"{p.stem}.png"])
+            for p in sorted(Path(items).iterdir())
+        ]
+    else:
+        frames = sorted(Path(items["clip"]).iterdir())
+        fn = lambda it: vd._flow_chunk(it, backend=backend)  # noqa: E731
+        jobs = []
+        for start in range(0, len(frames) - 1, 32):
+            stop = min(start + 32, len(frames) - 1) + 1
+            outs = [out / f"clip_{i:06d}.flo" for i in range(start, stop - 1)]
+            jobs.append(("", frames[start:stop], outs))
+    fn(jobs[0][1])  # warm-up
+    t0 = time.perf_counter()
+    for _, payload, outs in jobs:
+        for path, arr in zip(outs, fn(payload), strict=True):
+            vd._write(str(path), arr)
+    return time.perf_counter() - t0
+
+
+def compare(a: Path, b: Path) -> int:
+    """Number of outputs; raises if the folders differ in names or contents."""
+    from vision_cuts.io import read_flo, read_pfm
+
+    names_a = sorted(p.name for p in a.iterdir())
+    names_b = sorted(p.name for p in b.iterdir())
+    if names_a != names_b:
+        raise SystemExit(f"outputs differ: {len(names_a)} against {len(names_b)} files")
+    for name in names_a:
+        if name.endswith(".pfm"):
+            x, y = read_pfm(a / name), read_pfm(b / name)
+        elif name.endswith(".flo"):
+            x, y = read_flo(a / name), read_flo(b / name)
+        else:
+            import cv2
+
+            x, y = cv2.imread(str(a / name)), cv2.imread(str(b / name))
+        if not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
+            raise SystemExit(f"{name} differs between {a} and {b}")
+    return len(names_a)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kind", choices=["stereo", "segment", "flow"], default="stereo")
+    ap.add_argument("--items", type=int, default=200)
+    ap.add_argument("--workers", type=int, nargs="+", default=[2])
+    ap.add_argument("--gpu", action="store_true", help="one worker per GPU (dask-cuda)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+
+    from vision_cuts import distributed as vd
+    from vision_cuts._backend import machine_description
+
+    backend = "gpu" if args.gpu else "cpu"
+    root = Path(tempfile.mkdtemp(prefix="vc-bench-distributed-"))
+    try:
+        items, params = make_inputs(
+            args.kind, args.items, root, np.random.default_rng(args.seed)
+        )
+        print(
+            f"machine: {machine_description()}; {args.kind}, {args.items} items, "
+            f"backend {backend}"
+        )
+        t_single = single(args.kind, items, params, root / "single", backend)
+        n_single = len(list((root / "single").iterdir()))
+        rows = [{"method": "single process", "workers": 1, "seconds": t_single,
+                 "outputs": n_single, "items_per_s": n_single / t_single}]  # fmt: skip
+        run = {
+            "stereo": vd.stereo_many,
+            "segment": vd.segment_many,
+            "flow": vd.flow_many,
+        }[args.kind]
+        for w in args.workers:
+            out = root / f"dask{w}"
+            with vd.local_client(w, gpu=args.gpu) as client:
+                nworkers = len(client.scheduler_info()["workers"])
+                # warm-up: one item per worker (compiled kernels and solvers)
+                if args.kind == "stereo":
+                    sample = items[:nworkers]
+                elif args.kind == "segment":
+                    sample = sorted(Path(items).iterdir())[:nworkers]
+                else:
+                    sample = {"warm": sorted(Path(items["clip"]).iterdir())[:2]}
+                kw = {"client": client, "progress": False, "backend": backend}
+                run(sample, root / f"warm{w}", **kw, **params)
+                t0 = time.perf_counter()
+                summary = run(items, out, **kw, **params)
+                dt = time.perf_counter() - t0
+            if summary.failed:
+                raise SystemExit(str(summary))
+            n = compare(root / "single", out)
+            rows.append(
+                {
+                    "method": f"dask, {nworkers} worker(s)",
+                    "workers": nworkers,
+                    "seconds": dt,
+                    "outputs": n,
+                    "items_per_s": n / dt,
+                }
+            )
+        print("\n| method | outputs | seconds | items/s | x single |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            r["speedup"] = t_single / r["seconds"] * (r["outputs"] / n_single)
+            print(f"| {r['method']} | {r['outputs']} | {r['seconds']:.1f} | "
+                  f"{r['items_per_s']:.2f} | {r['speedup']:.2f}x |")  # fmt: skip
+        print("(every output equal to the single process's)")
+        if args.json:
+            info = {"machine": machine_description(), "kind": args.kind}
+            info.update(items=args.items, backend=backend, rows=rows)
+            with open(args.json, "w") as f:
+                json.dump(info, f, indent=1)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

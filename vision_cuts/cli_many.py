@@ -1,0 +1,140 @@
+"""Batch mode of ``vision-cuts segment|stereo|flow`` on a Dask cluster
+(``vision_cuts.distributed``): ``--workers N`` starts a local cluster (one worker per
+GPU with dask-cuda where GPUs exist, else N processes), ``--scheduler ADDRESS`` joins a
+running one. The inputs are folders, glob patterns or a video; ``-o`` names the output
+folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The batch-mode options of a sub-command."""
+    g = parser.add_argument_group(
+        "many files (Dask)",
+        "with --workers or --scheduler the inputs are folders, glob patterns or a "
+        "video, and -o is the output folder; existing outputs are skipped",
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="start a local cluster: one worker per GPU where GPUs exist (dask-cuda), "
+        "else this many processes",
+    )
+    g.add_argument("--scheduler", help="address of a running Dask scheduler")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return args.workers is not None or args.scheduler is not None
+
+
+def _client(args: argparse.Namespace) -> Any:
+    if args.workers is not None and args.scheduler is not None:
+        raise SystemExit("error: give --workers or --scheduler, not both")
+    if args.workers is not None and args.workers < 1:
+        raise SystemExit(f"error: --workers must be >= 1, got {args.workers}")
+    try:
+        import distributed
+    except ImportError:
+        raise SystemExit(
+            'error: many-file mode needs Dask: pip install "vision-cuts[distributed]"'
+        ) from None
+    from .distributed import local_client
+
+    if args.scheduler is not None:
+        return distributed.Client(args.scheduler)
+    return local_client(args.workers)
+
+
+def _finish(summary: Any, out: str) -> int:
+    print(f"{summary}; outputs in {out}")
+    return 1 if summary.failed else 0
+
+
+def _need_output(args: argparse.Namespace) -> str:
+    if not args.output:
+        raise SystemExit("error: many-file mode needs -o OUTPUT_FOLDER")
+    return args.output
+
+
+def _run(args: argparse.Namespace, fn, *a: Any, **kw: Any) -> int:
+    out = _need_output(args)
+    client = _client(args)
+    try:
+        summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    finally:
+        client.close()  # with --workers, its cluster too
+    return _finish(summary, out)
+
+
+def segment(args: argparse.Namespace) -> int:
+    from .distributed import segment_many
+
+    if args.fg or args.bg or args.overlay or args.rect:
+        raise SystemExit(
+            "error: many-file mode takes no --fg, --bg, --overlay or --rect (each "
+            "image gets the central box)"
+        )
+    return _run(
+        args,
+        segment_many,
+        args.image,
+        iterations=args.iterations,
+        smoothness=args.smoothness,
+        connectivity=args.connectivity,
+        backend=args.backend,
+    )
+
+
+def stereo(args: argparse.Namespace) -> int:
+    from .distributed import _expand, stereo_many
+
+    if args.right is None:
+        raise SystemExit(
+            "error: many-file mode needs LEFT and RIGHT folders (or glob patterns)"
+        )
+    left = _expand(args.left, "left")
+    right = _expand(args.right, "right")
+    if len(left) != len(right):
+        raise SystemExit(
+            f"error: {len(left)} left images but {len(right)} right images"
+        )
+    return _run(
+        args,
+        stereo_many,
+        list(zip(left, right, strict=True)),
+        max_disparity=args.max_disparity,
+        method=args.method,
+        backend=args.backend,
+    )
+
+
+def flow(args: argparse.Namespace) -> int:
+    from .distributed import _is_video, flow_many
+
+    sequences = {}
+    for i, spec in enumerate(args.inputs):
+        if _is_video(spec):
+            name = Path(spec).stem
+        elif Path(spec).is_dir():
+            name = Path(spec).name
+        else:
+            name = "frames"
+        sequences[name if name not in sequences else f"{name}{i}"] = spec
+    return _run(
+        args,
+        flow_many,
+        sequences,
+        detector=args.detector,
+        max_features=args.max_features,
+        search_radius=args.search_radius,
+        warm_start=not args.no_warm_start,
+        backend=args.backend,
+    )
