@@ -279,3 +279,26 @@ def test_cli_batch_errors(tmp_path):
     with pytest.raises(SystemExit, match="LEFT and RIGHT"):
         _cli(["stereo", str(tmp_path), "-o", str(tmp_path / "o"), "--workers", "1",
               "--max-disparity", "4"])  # fmt: skip
+
+
+def test_assignment_many_from_a_npy_file(client, tmp_path):
+    from vision_cuts import linear_sum_assignment_batched
+
+    rng = np.random.default_rng(11)
+    costs = rng.integers(0, 50, (10, 6, 8)).astype(np.float64)
+    np.save(tmp_path / "stack.npy", costs)
+    summary = vd.assignment_many(
+        tmp_path / "stack.npy", tmp_path / "out", batch=3, client=client,
+        backend="cpu", progress=False,
+    )  # fmt: skip
+    assert sorted(summary.written) == ["[0:3]", "[3:6]", "[6:9]", "[9:10]"]
+    out = tmp_path / "out"
+    parts = [np.load(out / f"assignment_{s:09d}.npy") for s in (0, 3, 6, 9)]
+    got = np.concatenate(parts, axis=1)
+    rows, cols = linear_sum_assignment_batched(costs, backend="cpu")
+    np.testing.assert_array_equal(got[0], rows)
+    np.testing.assert_array_equal(got[1], cols)
+    with pytest.raises(ValueError, match=r"\(B, n, m\) stack"):
+        vd.assignment_many(costs[0], tmp_path / "o2", progress=False)
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        vd.assignment_many(costs, tmp_path / "o2", batch=0, progress=False)

@@ -10,7 +10,10 @@ no result in memory:
 * :func:`stereo_many`: ``stereo_disparity`` over rectified pairs (a PFM each);
 * :func:`flow_many`: ``optical_flow_frames`` over the consecutive frames of sequences,
   in chunks that overlap by one frame (a ``.flo`` per frame pair, numbered in frame
-  order; a chunk starts cold, as the first pair of a sequence does).
+  order; a chunk starts cold, as the first pair of a sequence does);
+* :func:`assignment_many`: ``linear_sum_assignment_batched`` over a stack of problems
+  too large for one device (or one machine's memory: a ``.npy`` file each worker maps),
+  in batches (an ``.npy`` of row and column indices each).
 
 Behaviour shared by all of them:
 
@@ -53,6 +56,7 @@ import numpy as np
 __all__ = [
     "ItemError",
     "RunSummary",
+    "assignment_many",
     "flow_many",
     "local_client",
     "segment_many",
@@ -235,6 +239,8 @@ def _write(path: str, array: Any) -> None:
         from .io import write_flo
 
         write_flo(path, array)
+    elif suffix == ".npy":
+        np.save(path, np.asarray(array))
     else:  # pragma: no cover - the callers choose the suffixes
         raise ValueError(f"no writer for {suffix!r}")
 
@@ -606,6 +612,75 @@ def flow_many(
         jobs,
         _flow_chunk,
         flow_params,
+        client,
+        workers,
+        retries=retries,
+        overwrite=overwrite,
+        progress=progress,
+        max_in_flight=max_in_flight,
+    )
+
+
+def _assignment_batch(payload: Any, **params: Any) -> list:
+    from .assignment import linear_sum_assignment_batched
+
+    if isinstance(payload, tuple) and payload and payload[0] == "npy":
+        _, path, start, stop = payload
+        costs = np.load(path, mmap_mode="r")[start:stop]
+    else:
+        costs = payload
+    rows, cols = linear_sum_assignment_batched(np.ascontiguousarray(costs), **params)
+    return [np.stack([np.asarray(rows), np.asarray(cols)])]
+
+
+def assignment_many(
+    costs: Any,
+    out_dir: Any,
+    *,
+    batch: int = 256,
+    client: Any = None,
+    workers: int | None = None,
+    retries: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    max_in_flight: int | None = None,
+    **params: Any,
+) -> RunSummary:
+    """``linear_sum_assignment_batched`` over a (B, n, m) stack, ``batch`` problems a
+    task: ``out_dir/assignment_<first problem>.npy`` holds the (2, b, min(n, m)) row
+    and column indices of its problems (``[0]`` rows, ``[1]`` columns).
+
+    ``costs``: a ``.npy`` file (each worker maps its own batches: the stack never
+    passes through this process) or an array. Other keywords go to
+    :func:`vision_cuts.linear_sum_assignment_batched` (``maximize``, ``backend``).
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    if isinstance(costs, (str, os.PathLike)):
+        path = str(costs)
+        try:
+            shape = np.load(path, mmap_mode="r").shape
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read a .npy stack from {path!r}: {exc}") from None
+        source = None
+    else:
+        source = np.asarray(costs)
+        shape = source.shape
+    if len(shape) != 3:
+        raise ValueError(f"costs must be a (B, n, m) stack, got shape {tuple(shape)}")
+    out = _out_dir(out_dir)
+    jobs = []
+    for start in range(0, shape[0], batch):
+        stop = min(start + batch, shape[0])
+        payload = ("npy", path, start, stop) if source is None else source[start:stop]
+        jobs.append(
+            (f"[{start}:{stop}]", payload, [out / f"assignment_{start:09d}.npy"])
+        )
+    return _run(
+        "assignment",
+        jobs,
+        _assignment_batch,
+        params,
         client,
         workers,
         retries=retries,
