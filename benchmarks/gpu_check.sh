@@ -20,6 +20,9 @@
 #               ADG) against SciPy Dinic and the CPU backend in the same run
 #   matching    bipartite matching: its GPU tests, then the benchmark against SciPy
 #               and the CPU backend in the same run (APFB and APsB)
+#   distributed vision_cuts.distributed against the single-process loop on the GPUs
+#               present (stereo, GrabCut and flow; one worker per GPU with dask-cuda
+#               from the wheels in .whl-dask/, installed here without dependencies)
 #   all         everything above (the default)
 #   quick       the same as gputests
 #
@@ -127,5 +130,18 @@ fi
 if want refine; then
     python3 -P benchmarks/bench_refine.py --backend cpu gpu 2>&1 | tee "$OUT/bench_refine.log" \
         || rc=1
+fi
+if want distributed && have_data distributed; then
+    if ls .whl-dask/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
+            .whl-dask/*.whl
+    fi
+    ngpu=$(nvidia-smi -L | wc -l)
+    for spec in "stereo 200" "segment 200" "flow 301"; do
+        set -- $spec
+        python3 -P benchmarks/bench_distributed.py --kind "$1" --items "$2" --gpu \
+            --workers $(seq 1 "$ngpu") --json "$OUT/bench_distributed_$1.json" 2>&1 \
+            | tee "$OUT/bench_distributed_$1.log" || rc=1
+    done
 fi
 exit $rc
