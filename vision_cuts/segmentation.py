@@ -453,6 +453,96 @@ def _smoothness(img: Any, gamma: float, xp, planes: int = 4) -> Any:
     return w
 
 
+def _check_grabcut_args(iterations, components, smoothness, init, shape) -> None:
+    """The scalar arguments of :func:`grabcut` and its ``init``."""
+    if not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    if not isinstance(components, (int, np.integer)) or not 1 <= components <= 32:
+        raise ValueError(
+            f"components must be an integer in [1, 32], got {components!r}"
+        )
+    if not (
+        isinstance(smoothness, (int, float))
+        and np.isfinite(smoothness)
+        and smoothness >= 0
+    ):
+        raise ValueError(f"smoothness must be a finite number >= 0, got {smoothness!r}")
+    if init is not None and not isinstance(init, GrabCutResult):
+        raise TypeError(f"init must be a GrabCutResult, got {type(init).__name__}")
+    if init is not None and tuple(init.mask.shape) != shape:
+        raise ValueError(
+            f"init.mask has shape {tuple(init.mask.shape)}, the image {shape}"
+        )
+
+
+def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any, xp) -> tuple:
+    """``(fixed background, fixed foreground, free, starting labels)`` of a GrabCut
+    call from its rectangle, scribbles and previous result."""
+    if fg is not None and bg is not None and bool((fg & bg).any()):
+        raise ValueError("foreground and background scribbles overlap")
+    fixed_bg = xp.zeros(shape, dtype=bool)
+    if box is not None:
+        x0, y0, x1, y1 = box
+        fixed_bg[:, :] = True
+        fixed_bg[y0:y1, x0:x1] = False
+    if bg is not None:
+        fixed_bg |= bg
+    fixed_fg = fg if fg is not None else xp.zeros(shape, dtype=bool)
+    fixed_bg &= ~fixed_fg
+    free = ~(fixed_bg | fixed_fg)
+    if init is not None:
+        labels = xp.asarray(init.mask).astype(bool)
+    elif box is not None:
+        labels = ~fixed_bg
+    else:
+        if fg is None or bg is None or not bool(fg.any()) or not bool(bg.any()):
+            raise ValueError(
+                "without rect, give both foreground and background scribbles"
+            )
+        labels = fixed_fg | free  # free pixels start as foreground
+    labels = (labels | fixed_fg) & ~fixed_bg
+    if not bool(labels.any()):
+        raise ValueError("no foreground to learn from: the constraints leave none")
+    if bool(labels.all()):
+        raise ValueError(
+            "no background to learn from: the rectangle covers the whole image; "
+            "shrink it or add background scribbles"
+        )
+    return fixed_bg, fixed_fg, free, labels
+
+
+def _initial_models(xs: Any, labels: Any, init: Any, k: int, xp) -> tuple:
+    """The two colour models to start from: ``init``'s, or k-means seeded fits of
+    the starting labels."""
+    if init is not None:
+        fg_gmm = GaussianMixture(*(xp.asarray(a) for a in init.foreground_model))
+        bg_gmm = GaussianMixture(*(xp.asarray(a) for a in init.background_model))
+        return fg_gmm, bg_gmm
+    lab = labels.reshape(-1)
+    fg_gmm = _fit_gmm(xs[lab], _nearest(xs[lab], _kmeans(xs[lab], k, xp)), k, xp)
+    bg_gmm = _fit_gmm(xs[~lab], _nearest(xs[~lab], _kmeans(xs[~lab], k, xp)), k, xp)
+    return fg_gmm, bg_gmm
+
+
+def _graph_window(free: Any, weights: Any, shape: tuple, xp) -> tuple:
+    """``(r0, r1, c0, c1, weights)`` of the graph a cut solves: the bounding box of
+    the free pixels and a one-pixel border (empty when nothing is free), with the
+    smoothness weights cut to it."""
+    rows, cols = shape
+    if bool(free.any()):
+        rr = xp.nonzero(free.any(axis=1))[0]
+        cc = xp.nonzero(free.any(axis=0))[0]
+        r0, r1 = max(int(rr[0]) - 1, 0), min(int(rr[-1]) + 2, rows)
+        c0, c1 = max(int(cc[0]) - 1, 0), min(int(cc[-1]) + 2, cols)
+    else:
+        r0 = r1 = c0 = c1 = 0
+    crop_w = weights[:, r0:r1, c0:c1].copy()
+    if r1 > r0:  # (the arcs out of the window are ignored by grid_energy anyway)
+        crop_w[0, :, -1] = 0
+        crop_w[1, -1, :] = 0
+    return r0, r1, c0, c1, crop_w
+
+
 def grabcut(
     image: Any,
     *,
@@ -546,86 +636,17 @@ def grabcut(
     img = _as_image(image, xp)
     rows, cols = img.shape[:2]
     shape = (rows, cols)
-    if not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
-    if not isinstance(components, (int, np.integer)) or not 1 <= components <= 32:
-        raise ValueError(
-            f"components must be an integer in [1, 32], got {components!r}"
-        )
-    if not (
-        isinstance(smoothness, (int, float))
-        and np.isfinite(smoothness)
-        and smoothness >= 0
-    ):
-        raise ValueError(f"smoothness must be a finite number >= 0, got {smoothness!r}")
+    _check_grabcut_args(iterations, components, smoothness, init, shape)
     box = _check_rect(rect, shape)
     fg = _as_scribble(foreground, "foreground", shape, xp)
     bg = _as_scribble(background, "background", shape, xp)
-    if init is not None and not isinstance(init, GrabCutResult):
-        raise TypeError(f"init must be a GrabCutResult, got {type(init).__name__}")
-    if init is not None and tuple(init.mask.shape) != shape:
-        raise ValueError(
-            f"init.mask has shape {tuple(init.mask.shape)}, the image {shape}"
-        )
-    if fg is not None and bg is not None and bool((fg & bg).any()):
-        raise ValueError("foreground and background scribbles overlap")
-
-    # trimap: 0 = fixed background, 1 = fixed foreground, 2 = free
-    free = xp.ones(shape, dtype=bool)
-    fixed_bg = xp.zeros(shape, dtype=bool)
-    if box is not None:
-        x0, y0, x1, y1 = box
-        fixed_bg[:, :] = True
-        fixed_bg[y0:y1, x0:x1] = False
-    if bg is not None:
-        fixed_bg |= bg
-    fixed_fg = fg if fg is not None else xp.zeros(shape, dtype=bool)
-    fixed_bg &= ~fixed_fg
-    free = ~(fixed_bg | fixed_fg)
-
-    if init is not None:
-        labels = xp.asarray(init.mask).astype(bool)
-    elif box is not None:
-        labels = ~fixed_bg
-    else:
-        if fg is None or bg is None or not bool(fg.any()) or not bool(bg.any()):
-            raise ValueError(
-                "without rect, give both foreground and background scribbles"
-            )
-        labels = fixed_fg | free  # free pixels start as foreground
-    labels = (labels | fixed_fg) & ~fixed_bg
-    if not bool(labels.any()):
-        raise ValueError("no foreground to learn from: the constraints leave none")
-    if bool(labels.all()):
-        raise ValueError(
-            "no background to learn from: the rectangle covers the whole image; "
-            "shrink it or add background scribbles"
-        )
-
+    fixed_bg, fixed_fg, free, labels = _trimap(shape, box, fg, bg, init, xp)
     xs = img.reshape(-1, 3)
     k = int(components)
-    if init is not None:
-        fg_gmm = GaussianMixture(*(xp.asarray(a) for a in init.foreground_model))
-        bg_gmm = GaussianMixture(*(xp.asarray(a) for a in init.background_model))
-    else:
-        lab = labels.reshape(-1)
-        fg_gmm = _fit_gmm(xs[lab], _nearest(xs[lab], _kmeans(xs[lab], k, xp)), k, xp)
-        bg_gmm = _fit_gmm(xs[~lab], _nearest(xs[~lab], _kmeans(xs[~lab], k, xp)), k, xp)
-
+    fg_gmm, bg_gmm = _initial_models(xs, labels, init, k, xp)
     weights = _smoothness(img, float(smoothness), xp, planes)
     big = np.int32(1 << 24)
-    # the graph: the bounding box of the free pixels and a one-pixel border
-    if bool(free.any()):
-        rr = xp.nonzero(free.any(axis=1))[0]
-        cc = xp.nonzero(free.any(axis=0))[0]
-        r0, r1 = max(int(rr[0]) - 1, 0), min(int(rr[-1]) + 2, rows)
-        c0, c1 = max(int(cc[0]) - 1, 0), min(int(cc[-1]) + 2, cols)
-    else:
-        r0 = r1 = c0 = c1 = 0
-    crop_w = weights[:, r0:r1, c0:c1].copy()
-    if r1 > r0:
-        crop_w[0, :, -1] = 0
-        crop_w[1, -1, :] = 0
+    r0, r1, c0, c1, crop_w = _graph_window(free, weights, shape, xp)
     made, energy = 0, 0
     gpu = xp is not np
     if gpu:
