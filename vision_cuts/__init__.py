@@ -19,6 +19,7 @@ from .graph import (
 from .grid import GridEnergy, grid_energy, grid_graph
 from .matching import maximum_bipartite_matching
 from .maxflow import MinCut, maxflow_grid
+from .multilabel import LabelResult, label_energy, minimize_labels
 from .optical_flow import FlowResult, optical_flow, optical_flow_frames
 from .segmentation import GrabCutResult, grabcut, segment
 from .stereo import stereo_disparity
@@ -32,6 +33,7 @@ __all__ = [
     "FlowResult",
     "GrabCutResult",
     "GridEnergy",
+    "LabelResult",
     "MaxFlow",
     "MinCut",
     "NonSubmodularError",
@@ -47,11 +49,13 @@ __all__ = [
     "grabcut",
     "grid_energy",
     "grid_graph",
+    "label_energy",
     "linear_sum_assignment",
     "linear_sum_assignment_batched",
     "maxflow_grid",
     "maximum_bipartite_matching",
     "maximum_flow",
+    "minimize_labels",
     "optical_flow",
     "optical_flow_frames",
     "read_dimacs",

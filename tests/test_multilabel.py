@@ -1,0 +1,172 @@
+"""minimize_labels: alpha-expansion and swap against brute force, PyMaxflow's fastmin
+and their own move definitions; the model checks."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from vision_cuts import label_energy, minimize_labels
+from vision_cuts.multilabel import pairwise_matrix
+
+
+def direct(unary, labels, v, weights, steps):
+    """E(l) summed pair by pair (``steps``: the forward neighbour steps)."""
+    grid = unary.shape[:-1]
+    total = sum(int(unary[idx + (labels[idx],)]) for idx in np.ndindex(grid))
+    for d, step in enumerate(steps):
+        for idx in np.ndindex(grid):
+            q = tuple(i + s for i, s in zip(idx, step, strict=True))
+            if all(0 <= c < n for c, n in zip(q, grid, strict=True)):
+                total += int(weights[(d, *idx)]) * int(v[labels[idx], labels[q]])
+    return total
+
+
+STEPS = {
+    (2, 4): [(0, 1), (1, 0)],
+    (2, 8): [(0, 1), (1, 0), (1, 1), (1, -1)],
+    (3, 26): [
+        (0, 0, 1), (0, 1, 0), (1, 0, 0), (0, 1, 1), (0, 1, -1), (1, 0, 1), (1, 0, -1),
+        (1, 1, 0), (1, -1, 0), (1, 1, 1), (1, 1, -1), (1, -1, 1), (1, -1, -1),
+    ],
+}  # fmt: skip
+
+
+def all_labellings(grid, nlabels):
+    for flat in itertools.product(range(nlabels), repeat=int(np.prod(grid))):
+        yield np.array(flat).reshape(grid)
+
+
+def best_move(unary, lab, v, w, steps, zero, one):
+    """The cheapest labelling that takes zero[p] or one[p] at every node."""
+    grid = lab.shape
+    best = None
+    for bits in itertools.product((0, 1), repeat=lab.size):
+        x = np.array(bits).reshape(grid).astype(bool)
+        e = direct(unary, np.where(x, one, zero), v, w, steps)
+        best = e if best is None else min(best, e)
+    return best
+
+
+METRICS = [
+    "potts",
+    ("truncated_linear", 2),
+    np.array([[0, 3, 4], [3, 0, 2], [4, 2, 0]]),
+]
+
+
+@pytest.mark.parametrize("model", METRICS, ids=["potts", "tlinear", "matrix"])
+@pytest.mark.parametrize("conn", [4, 8])
+def test_expansion_and_swap_on_tiny_grids(rng, model, conn):
+    grid, nl = (2, 3), 3
+    steps = STEPS[(2, conn)]
+    v = pairwise_matrix(model, nl)
+    for _ in range(3):
+        unary = rng.integers(0, 15, (*grid, nl))  # >= 0: the bound needs it
+        w = rng.integers(0, 6, (len(steps), *grid))
+        optimum = min(
+            direct(unary, lab, v, w, steps) for lab in all_labellings(grid, nl)
+        )
+        nonzero = v[v > 0]
+        bound = 2 * nonzero.max() / nonzero.min()
+        for method in ("expansion", "swap"):
+            res = minimize_labels(
+                unary, model, weights=w, method=method, connectivity=conn,
+                backend="cpu",
+            )  # fmt: skip
+            lab = res.labels
+            assert res.energy == direct(unary, lab, v, w, steps)
+            assert res.energy == label_energy(unary, lab, model, weights=w,
+                                              connectivity=conn)  # fmt: skip
+            assert res.energy >= optimum
+            if method == "expansion":  # Boykov, Veksler and Zabih's bound
+                assert res.energy <= bound * optimum
+            # a local minimum of its own moves
+            for a in range(nl):
+                if method == "expansion":
+                    zero, one = lab, np.full_like(lab, a)
+                    assert best_move(unary, lab, v, w, steps, zero, one) >= res.energy
+                else:
+                    for b in range(a + 1, nl):
+                        inside = (lab == a) | (lab == b)
+                        zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
+                        e = best_move(unary, lab, v, w, steps, zero, one)
+                        assert e >= res.energy
+
+
+def test_two_labels_are_exact_in_3d(rng):
+    # with two labels an expansion move is the whole problem: the global minimum
+    grid = (2, 2, 2)
+    steps = STEPS[(3, 26)]
+    unary = rng.integers(-10, 10, (*grid, 2))
+    w = rng.integers(0, 5, (13, *grid))
+    v = pairwise_matrix("potts", 2)
+    optimum = min(direct(unary, lab, v, w, steps) for lab in all_labellings(grid, 2))
+    res = minimize_labels(unary, weights=w, connectivity=26, backend="cpu")
+    assert res.energy == optimum
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_against_pymaxflow_fastmin(seed):
+    fastmin = pytest.importorskip("maxflow.fastmin")
+    rng = np.random.default_rng(seed)
+    unary = rng.integers(0, 20, (24, 30, 5))
+    model = ("truncated_linear", 2)
+    v = pairwise_matrix(model, 5).astype(np.float64)
+    start = np.argmin(unary, axis=-1)
+    for method, theirs_fn in (
+        ("expansion", fastmin.aexpansion_grid),
+        ("swap", fastmin.abswap_grid),
+    ):
+        theirs = theirs_fn(unary.astype(np.float64), v, max_cycles=10, labels=start)
+        e_theirs = label_energy(unary, theirs, model)
+        ours = minimize_labels(unary, model, method=method, backend="cpu")
+        # expansion: at most theirs or within 0.1% (the issue's bar); swap stops at
+        # another local minimum of its moves (this test's tiny grids check that it
+        # is one): within 0.5% of theirs here (0.2-0.3% measured on these seeds)
+        tol = 1.001 if method == "expansion" else 1.005
+        assert ours.energy <= e_theirs * tol, (method, ours.energy, e_theirs)
+        assert (
+            ours.stats["cycles"][-1]["improving_moves"] == 0
+            or len(ours.stats["cycles"]) == 10
+        )
+
+
+def test_model_checks():
+    u = np.zeros((2, 3, 3), dtype=np.int64)
+    quad = ("truncated_quadratic", 4)  # V(0, 2) = 4 > V(0, 1) + V(1, 2) = 2
+    with pytest.raises(
+        ValueError, match=r"metric: V\(0, 2\) = 4 > V\(0, 1\) \+ V\(1, 2\)"
+    ):
+        minimize_labels(u, quad, backend="cpu")
+    assert minimize_labels(u, quad, method="swap", backend="cpu").energy == 0
+    with pytest.raises(ValueError, match=r"symmetric: V\(0, 1\) = 1 but V\(1, 0\) = 2"):
+        minimize_labels(u, np.array([[0, 1, 1], [2, 0, 1], [1, 1, 0]]), method="swap")
+    with pytest.raises(ValueError, match=r"V\(1, 1\) = 3 must be 0"):
+        minimize_labels(u, np.array([[0, 1, 1], [1, 3, 1], [1, 1, 0]]))
+    with pytest.raises(ValueError, match=r"V\(0, 2\) = 0 for different labels"):
+        minimize_labels(u, np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]]))
+    with pytest.raises(ValueError, match=r"V\(0, 1\) = -1 is negative"):
+        minimize_labels(u, np.array([[0, -1, 1], [-1, 0, 1], [1, 1, 0]]))
+    with pytest.raises(ValueError, match=r"shape \(L, L\) = \(3, 3\)"):
+        minimize_labels(u, np.zeros((2, 2), dtype=int))
+    with pytest.raises(ValueError, match="pairwise must be 'potts'"):
+        minimize_labels(u, "linear")
+    with pytest.raises(ValueError, match="cap of 'truncated_linear'"):
+        minimize_labels(u, ("truncated_linear", 0))
+    with pytest.raises(ValueError, match="method must be one of"):
+        minimize_labels(u, method="icm")
+    with pytest.raises(ValueError, match="max_cycles must be an integer >= 1"):
+        minimize_labels(u, max_cycles=0)
+    with pytest.raises(ValueError, match=r"unary must have shape \(M, N, L\)"):
+        minimize_labels(np.zeros((3, 3), dtype=int))
+    with pytest.raises(TypeError, match="unary must have an integer dtype"):
+        minimize_labels(u.astype(float))
+    with pytest.raises(ValueError, match=r"weights must have shape \(D, \*grid\)"):
+        minimize_labels(u, weights=np.ones((4, 2, 3), dtype=int))
+    with pytest.raises(ValueError, match=r"init labels must lie in \[0, 3\)"):
+        minimize_labels(u, init=np.full((2, 3), 3))
+    with pytest.raises(ValueError, match="init must be integer labels"):
+        minimize_labels(u, init=np.zeros((3, 2), dtype=int))
