@@ -218,6 +218,11 @@ def _move_graph(u, v, w, zero, one, dims, steps, src, snk, edges):  # pragma: no
                     wd = w[d, p]
                     if wd == 0:
                         continue
+                    if zero[p] == one[p] and zero[q] == one[q]:
+                        # neither end can change (swap: both outside the pair): a
+                        # constant, no capacities
+                        const += wd * v[zero[p], zero[q]]
+                        continue
                     a = wd * v[zero[p], zero[q]]
                     b = wd * v[zero[p], one[q]]
                     c = wd * v[one[p], zero[q]]
