@@ -86,15 +86,11 @@ def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
     out.mkdir(parents=True)
     if kind == "stereo":
         fn = lambda it: vd._stereo_one(it, backend=backend, **params)  # noqa: E731
-        jobs = [
-            (Path(a).stem, it, [out / f"{Path(a).stem}.pfm"])
-            for it in items
-            for a in [it[0]]
-        ]
+        jobs = [(None, it, [out / f"{Path(it[0]).stem}.pfm"]) for it in items]
     elif kind == "segment":
         fn = lambda it: vd._segment_one(it, backend=backend, **params)  # noqa: E731
         jobs = [
-            (p.stem, (p, None), [out / f"{p.stem}.png"])
+            (None, (p, None), [out / f"{p.stem}.png"])
             for p in sorted(Path(items).iterdir())
         ]
     else:
@@ -104,7 +100,7 @@ def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
         for start in range(0, len(frames) - 1, 32):
             stop = min(start + 32, len(frames) - 1) + 1
             outs = [out / f"clip_{i:06d}.flo" for i in range(start, stop - 1)]
-            jobs.append(("", frames[start:stop], outs))
+            jobs.append((None, frames[start:stop], outs))
     fn(jobs[0][1])  # warm-up
     t0 = time.perf_counter()
     for _, payload, outs in jobs:

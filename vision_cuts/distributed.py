@@ -43,7 +43,6 @@ vision_cuts`` never imports it.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -188,24 +187,6 @@ def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
 
 
 # ------------------------------------------------------------------ the run loop
-class _Bar:
-    def __init__(self, label: str, total: int, enabled: bool) -> None:
-        self.label, self.total, self.enabled, self.done = label, total, enabled, 0
-
-    def step(self) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        width = 24
-        fill = int(width * self.done / max(self.total, 1))
-        end = "\n" if self.done >= self.total else ""
-        sys.stderr.write(
-            f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
-            f"{self.done}/{self.total}{end}"
-        )
-        sys.stderr.flush()
-
-
 def _task(fn: Callable, payload: Any, outs: list[str], params: dict) -> list[str]:
     """On a worker: compute, then write every output under a temporary name and
     rename it (``fn`` returns one array per output path)."""
@@ -285,7 +266,10 @@ def _run(
     try:
         nworkers = len(client.scheduler_info().get("workers", {})) if todo else 1
         limit = max_in_flight or 4 * max(1, nworkers)
-        bar = _Bar(label, len(todo), progress)
+        from .cli import _Progress  # the CLI's one-line bar on stderr
+
+        bar = _Progress(label, progress)
+        finished = 0
         pending: dict = {}
         queue = iter(todo)
         done = dist.as_completed()
@@ -320,7 +304,8 @@ def _run(
                 exc = fut.exception()
                 summary.failed.append(ItemError(name, f"{type(exc).__name__}: {exc}"))
             fut.release()
-            bar.step()
+            finished += 1
+            bar(finished, len(todo))
             submit()
     finally:
         if own and client is not None:
