@@ -6,6 +6,7 @@
 #   cputests    the CPU test suite against the installed package
 #   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run
 #   grabcut     GrabCut evaluation against cv2.grabCut, plus the 1920x1080 size test
+#               and every call's first and median time from an empty kernel cache
 #   assignment  assignment benchmark against SciPy and lap in the same run
 #   stereo      Middlebury stereo evaluation against cv2.StereoSGBM
 #   refine      interactive GrabCut latency (box cut, then strokes) at ~1 MP
@@ -78,6 +79,8 @@ if want grabcut && have_data grabcut; then
     python3 -P benchmarks/eval_grabcut.py --backend cpu gpu --size-test \
         --json "$OUT/eval_grabcut_1080p.json" 2>&1 | tee "$OUT/eval_grabcut_1080p.log" \
         || rc=1
+    python3 -P benchmarks/bench_grabcut_calls.py --json "$OUT/bench_grabcut_calls.json" \
+        2>&1 | tee "$OUT/bench_grabcut_calls.log" || rc=1
 fi
 if want assignment; then
     python3 -P benchmarks/bench_assignment.py --backend cpu gpu \

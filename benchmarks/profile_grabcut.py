@@ -14,7 +14,7 @@ import time
 import cv2
 import skimage.data
 
-from vision_cuts import grabcut, segmentation
+from vision_cuts import grabcut, maxflow, segmentation
 
 
 def main() -> None:
@@ -36,8 +36,10 @@ def main() -> None:
     print(f"{w}x{h} {args.backend}: {runs} ms")
     # the cuts' share: wrap the solver calls of grabcut
     cuts: list = []
-    for name in ("_maxflow_warm", "maxflow_grid"):
-        inner = getattr(segmentation, name)
+    # the GPU path calls maxflow._maxflow_warm, the CPU path segmentation.maxflow_grid
+    hooks = ((maxflow, "_maxflow_warm"), (segmentation, "maxflow_grid"))
+    for module, name in hooks:
+        inner = getattr(module, name)
 
         def timed(*a, _inner=inner, **kw):
             t = time.perf_counter()
@@ -46,13 +48,13 @@ def main() -> None:
             cuts.append((time.perf_counter() - t, cut.stats))
             return out
 
-        setattr(segmentation, name, timed)
+        setattr(module, name, timed)
     t0 = time.perf_counter()
     grabcut(img, rect=rect, backend=args.backend)
     total = time.perf_counter() - t0
-    for name in ("_maxflow_warm", "maxflow_grid"):
-        wrapped = getattr(segmentation, name)
-        setattr(segmentation, name, wrapped.__kwdefaults__["_inner"])
+    for module, name in hooks:
+        wrapped = getattr(module, name)
+        setattr(module, name, wrapped.__kwdefaults__["_inner"])
     cut_s = sum(c[0] for c in cuts)
     print(
         f"one call {total * 1e3:.1f} ms: {len(cuts)} cuts {cut_s * 1e3:.1f} ms "

@@ -10,6 +10,13 @@
 // A component of weight 0 (no pixels) has log-likelihood -infinity; a model with
 // none left gives -log(0) = +infinity.
 //
+// The window kernels (gc_window_weights, gc_window_costs, gc_apply_cut) build the graph
+// of one cut from the whole picture's arrays and write its labels back: the graph is
+// the bounding box of the free pixels (rows r0 .. r0 + h - 1, columns c0 .. c0 + w - 1).
+// Being kernels of their own, they have one compiled form whatever the box: the same
+// work done by CuPy on views of the box compiles a new kernel wherever the box spans
+// the picture's full width (the view collapses to fewer dimensions).
+//
 // Compile check: nvcc --ptx -arch=sm_80 -std=c++17 grabcut.cu
 
 #ifndef KMAX
@@ -85,5 +92,99 @@ extern "C" __global__ void gmm_pixel(
             comp[m * n + i] = (unsigned char)arg;
             nll[m * n + i] = sum > 0.0f ? -(top + logf(sum)) : VC_INF_F;
         }
+    }
+}
+
+// Warp-aggregated atomic add of a 64-bit value (every lane of the warp calls it).
+__device__ __forceinline__ void vc_warp_add(unsigned long long* acc, long long v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    if ((threadIdx.x & 31) == 0 && v != 0) atomicAdd(acc, (unsigned long long)v);
+}
+
+// The window's smoothness weights, planes +x and +y: out (2, h, w) from the picture's
+// (2, rows, cols), with the arcs that leave the window (+x of its last column, +y of
+// its last row) zero.
+extern "C" __global__ void gc_window_weights(
+    const int* __restrict__ weights, const int rows, const int cols, const int r0,
+    const int c0, const int h, const int w, int* __restrict__ out)
+{
+    const long long hw = (long long)h * w;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 2 * hw;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int plane = (int)(i / hw);
+        const long long q = i - plane * hw;
+        const int y = (int)(q / w), x = (int)(q - (long long)y * w);
+        const bool leaves = plane == 0 ? x == w - 1 : y == h - 1;
+        out[i] = leaves ? 0
+                        : weights[(long long)plane * rows * cols
+                                  + (long long)(r0 + y) * cols + (c0 + x)];
+    }
+}
+
+// The terminal capacities of one cut. Per pixel of the window, with the costs
+// c_fg = rint(min(nll_fg, 1e6) * scale), c_bg likewise (nll: (2, rows * cols), 0 the
+// foreground model, 1 the background model) and the trimap t (0 free, 1 fixed
+// background, 2 fixed foreground):
+//   u0 (label 0, background) = t == 1 ? 0 : t == 2 ? big : c_bg
+//   u1 (label 1, foreground) = t == 1 ? big : t == 2 ? 0 : c_fg
+// src = u1 - min(u0, u1), snk = u0 - min(u0, u1), and acc[0] += min(u0, u1) (the
+// energy's constant). A cost that is not a number counts as 1e6 nats.
+extern "C" __global__ void gc_window_costs(
+    const float* __restrict__ nll, const unsigned char* __restrict__ trimap,
+    const int rows, const int cols, const int r0, const int c0, const int h,
+    const int w, const float scale, const int big, int* __restrict__ src,
+    int* __restrict__ snk, unsigned long long* __restrict__ acc)
+{
+    const long long hw = (long long)h * w, n = (long long)rows * cols;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    // every lane runs the same number of loop trips (the warp sum needs all 32)
+    const long long start = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const long long trips = (hw + stride - 1) / stride;
+    for (long long t = 0; t < trips; ++t) {
+        const long long i = start + t * stride;
+        long long low = 0;
+        if (i < hw) {
+            const int y = (int)(i / w), x = (int)(i - (long long)y * w);
+            const long long p = (long long)(r0 + y) * cols + (c0 + x);
+            const unsigned char tri = trimap[p];
+            const float fg = nll[p], bg = nll[n + p];
+            // fminf returns the number when the other operand is NaN
+            const int cfg = (int)rintf(fminf(fg, 1e6f) * scale);
+            const int cbg = (int)rintf(fminf(bg, 1e6f) * scale);
+            const int u0 = tri == 1 ? 0 : (tri == 2 ? big : cbg);
+            const int u1 = tri == 1 ? big : (tri == 2 ? 0 : cfg);
+            const int m = u0 < u1 ? u0 : u1;
+            src[i] = u1 - m;
+            snk[i] = u0 - m;
+            low = m;
+        }
+        vc_warp_add(acc, low);
+    }
+}
+
+// Write one cut's labels (h, w; 1 = foreground) into the picture's labels (bool) and
+// count acc[1] += pixels changed, acc[2] += foreground pixels gained (negative: lost).
+extern "C" __global__ void gc_apply_cut(
+    unsigned char* __restrict__ labels, const unsigned char* __restrict__ cut,
+    const int cols, const int r0, const int c0, const int h, const int w,
+    unsigned long long* __restrict__ acc)
+{
+    const long long hw = (long long)h * w;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long start = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const long long trips = (hw + stride - 1) / stride;
+    for (long long t = 0; t < trips; ++t) {
+        const long long i = start + t * stride;
+        long long changed = 0, gained = 0;
+        if (i < hw) {
+            const int y = (int)(i / w), x = (int)(i - (long long)y * w);
+            const long long p = (long long)(r0 + y) * cols + (c0 + x);
+            const unsigned char now = cut[i] != 0, was = labels[p] != 0;
+            labels[p] = now;
+            changed = now != was;
+            gained = (long long)now - (long long)was;
+        }
+        vc_warp_add(acc + 1, changed);
+        vc_warp_add(acc + 2, gained);
     }
 }

@@ -9,13 +9,12 @@ import numpy as np
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
 from .grid import (
-    GridEnergy,
     _arc_views,
     connectivity_planes,
     grid_energy,
     neighbour_offsets,
 )
-from .maxflow import _maxflow_warm, maxflow_grid
+from .maxflow import maxflow_grid
 
 __all__ = ["GaussianMixture", "GrabCutResult", "grabcut", "segment"]
 
@@ -147,7 +146,8 @@ def _as_image(image: Any, xp) -> Any:
         scale = 255.0
     else:
         raise TypeError(f"image must have a numeric dtype, got {image.dtype}")
-    img = xp.asarray(image).astype(xp.float32) * xp.float32(scale)
+    img = (to_numpy(image) if xp is np else xp.asarray(image)).astype(xp.float32)
+    img = img * xp.float32(scale)
     if kind == "f" and not bool(xp.isfinite(img).all()):
         raise ValueError("image must be finite (no NaN or infinity)")
     if img.ndim == 2:
@@ -155,7 +155,8 @@ def _as_image(image: Any, xp) -> Any:
     return xp.ascontiguousarray(img)
 
 
-def _as_scribble(mask: Any, name: str, shape: tuple, xp) -> Any:
+def _as_scribble(mask: Any, name: str, shape: tuple) -> Any:
+    """A scribble as a host boolean array (None stays None)."""
     if mask is None:
         return None
     if not (is_cupy_array(mask) or isinstance(mask, np.ndarray)):
@@ -164,7 +165,7 @@ def _as_scribble(mask: Any, name: str, shape: tuple, xp) -> Any:
         raise ValueError(
             f"{name} must have the image's shape {shape}, got {tuple(mask.shape)}"
         )
-    return xp.asarray(mask).astype(bool)
+    return np.asarray(to_numpy(mask)).astype(bool)
 
 
 def _check_rect(rect: Any, shape: tuple) -> tuple[int, int, int, int] | None:
@@ -185,13 +186,19 @@ def _check_rect(rect: Any, shape: tuple) -> tuple[int, int, int, int] | None:
     return x0, y0, x1, y1
 
 
-def _kmeans(xs: Any, k: int, xp, iters: int = 10) -> Any:
-    """k-means++ seeded k-means on at most 20,000 samples; returns the centres."""
-    n = xs.shape[0]
+def _kmeans(xs: Any, k: int, xp, iters: int = 10, rows: Any = None) -> Any:
+    """k-means++ seeded k-means on at most 20,000 samples; returns the centres.
+
+    ``rows`` (host integers, optional): the samples are ``xs[rows]``, and at most
+    20,000 of them are gathered (the same ones as from ``xs[rows]`` itself)."""
+    n = xs.shape[0] if rows is None else len(rows)
     rng = np.random.default_rng(0)
     if n > 20000:
-        xs = xs[xp.asarray(np.sort(rng.choice(n, 20000, replace=False)))]
+        pick = np.sort(rng.choice(n, 20000, replace=False))
+        xs = xs[xp.asarray(pick if rows is None else rows[pick])]
         n = 20000
+    elif rows is not None:
+        xs = xs[xp.asarray(rows)]
     k = min(k, n)
     centres = xs[int(rng.integers(n))][None, :]
     d2 = ((xs - centres[0]) ** 2).sum(axis=1)
@@ -290,70 +297,6 @@ def _gmm_from_stats(cnt: Any, sums: Any, second: Any, xp) -> GaussianMixture:
     covs = covs + 0.01 * xp.eye(c)[None]
     weights = cnt / xp.maximum(cnt.sum(), 1.0)
     return GaussianMixture(weights, means, covs)
-
-
-def _pixel_features(xs: Any, xp) -> Any:
-    """(N, 10) float64: 1, the colour, and its six distinct products x_i x_j."""
-    n, c = xs.shape
-    x64 = xs.astype(xp.float64)
-    i, j = np.triu_indices(c)
-    return xp.concatenate(
-        [xp.ones((n, 1)), x64, x64[:, xp.asarray(i)] * x64[:, xp.asarray(j)]], axis=1
-    )
-
-
-def _gpu_pixel_models(xs: Any, fg: GaussianMixture, bg: GaussianMixture) -> tuple:
-    """GPU: for every pixel and both models (0 = foreground, 1 = background), the
-    most likely component (2, N) uint8 and the mixture's negative log-likelihood
-    (2, N) float32, in one kernel (kernels/grabcut.cu). The models are NumPy arrays
-    (a few dozen numbers: one upload)."""
-    import cupy as cp
-
-    from ._kernels import get_kernel, get_module
-
-    k = int(fg.weights.shape[0])
-    n = int(xs.shape[0])
-    packed = np.concatenate(
-        [
-            np.asarray(m[i], dtype=np.float64).reshape(-1)
-            for i in range(3)
-            for m in (fg, bg)
-        ]
-    )
-    dev = cp.asarray(packed)
-    w, mu, cov = dev[: 2 * k], dev[2 * k : 8 * k], dev[8 * k :]
-    comp = cp.empty((2, n), dtype=cp.uint8)
-    nll = cp.empty((2, n), dtype=cp.float32)
-    kern = get_kernel(get_module("grabcut.cu"), "gmm_pixel")
-    threads = 256
-    blocks = max(1, min(-(-n // threads), 65535))
-    kern((blocks,), (threads,), (xs, w, mu, cov, np.int32(k), np.int64(n), comp, nll))
-    return comp, nll
-
-
-def _gpu_refit(
-    feats: Any, comp: Any, lab: Any, k: int, fg: GaussianMixture, bg: GaussianMixture
-) -> tuple[GaussianMixture, GaussianMixture]:
-    """GPU: refit both models from the hard assignments in one matrix product.
-
-    Pixel p counts in foreground component ``comp[0, p]`` when ``lab[p]``, else in
-    background component ``comp[1, p]``. The (2K, 10) sums come to the host, where
-    the models (NumPy) are made; a class without pixels keeps its model.
-    """
-    import cupy as cp
-
-    col = cp.where(lab, comp[0].astype(cp.int32), k + comp[1].astype(cp.int32))
-    onehot = (col[:, None] == cp.arange(2 * k, dtype=cp.int32)[None, :]).astype(
-        cp.float64
-    )
-    stats = (onehot.T @ feats).get()  # (2k, 10)
-    out = []
-    for part, old in ((stats[:k], fg), (stats[k:], bg)):
-        if part[:, 0].sum() > 0:
-            out.append(_gmm_from_stats(part[:, 0], part[:, 1:4], part[:, 4:], np))
-        else:
-            out.append(old)
-    return out[0], out[1]
 
 
 def _host_model(gmm: GaussianMixture) -> GaussianMixture:
@@ -475,23 +418,24 @@ def _check_grabcut_args(iterations, components, smoothness, init, shape) -> None
         )
 
 
-def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any, xp) -> tuple:
+def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any) -> tuple:
     """``(fixed background, fixed foreground, free, starting labels)`` of a GrabCut
-    call from its rectangle, scribbles and previous result."""
+    call from its rectangle, scribbles and previous result, as host boolean arrays
+    (the caller's constraints; the device path uploads what it needs)."""
     if fg is not None and bg is not None and bool((fg & bg).any()):
         raise ValueError("foreground and background scribbles overlap")
-    fixed_bg = xp.zeros(shape, dtype=bool)
+    fixed_bg = np.zeros(shape, dtype=bool)
     if box is not None:
         x0, y0, x1, y1 = box
         fixed_bg[:, :] = True
         fixed_bg[y0:y1, x0:x1] = False
     if bg is not None:
         fixed_bg |= bg
-    fixed_fg = fg if fg is not None else xp.zeros(shape, dtype=bool)
+    fixed_fg = fg if fg is not None else np.zeros(shape, dtype=bool)
     fixed_bg &= ~fixed_fg
     free = ~(fixed_bg | fixed_fg)
     if init is not None:
-        labels = xp.asarray(init.mask).astype(bool)
+        labels = np.asarray(to_numpy(init.mask)).astype(bool)
     elif box is not None:
         labels = ~fixed_bg
     else:
@@ -511,36 +455,100 @@ def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any, xp) -> tuple:
     return fixed_bg, fixed_fg, free, labels
 
 
-def _initial_models(xs: Any, labels: Any, init: Any, k: int, xp) -> tuple:
-    """The two colour models to start from: ``init``'s, or k-means seeded fits of
-    the starting labels."""
+def _initial_models(xs: np.ndarray, labels: np.ndarray, init: Any, k: int) -> tuple:
+    """The two colour models to start from on the host: ``init``'s, or k-means
+    seeded fits of the starting labels."""
     if init is not None:
-        fg_gmm = GaussianMixture(*(xp.asarray(a) for a in init.foreground_model))
-        bg_gmm = GaussianMixture(*(xp.asarray(a) for a in init.background_model))
-        return fg_gmm, bg_gmm
+        return (
+            GaussianMixture(*(to_numpy(a) for a in init.foreground_model)),
+            GaussianMixture(*(to_numpy(a) for a in init.background_model)),
+        )
     lab = labels.reshape(-1)
-    fg_gmm = _fit_gmm(xs[lab], _nearest(xs[lab], _kmeans(xs[lab], k, xp)), k, xp)
-    bg_gmm = _fit_gmm(xs[~lab], _nearest(xs[~lab], _kmeans(xs[~lab], k, xp)), k, xp)
+    fg_gmm = _fit_gmm(xs[lab], _nearest(xs[lab], _kmeans(xs[lab], k, np)), k, np)
+    bg_gmm = _fit_gmm(xs[~lab], _nearest(xs[~lab], _kmeans(xs[~lab], k, np)), k, np)
     return fg_gmm, bg_gmm
 
 
-def _graph_window(free: Any, weights: Any, shape: tuple, xp) -> tuple:
-    """``(r0, r1, c0, c1, weights)`` of the graph a cut solves: the bounding box of
-    the free pixels and a one-pixel border (empty when nothing is free), with the
-    smoothness weights cut to it."""
-    rows, cols = shape
-    if bool(free.any()):
-        rr = xp.nonzero(free.any(axis=1))[0]
-        cc = xp.nonzero(free.any(axis=0))[0]
-        r0, r1 = max(int(rr[0]) - 1, 0), min(int(rr[-1]) + 2, rows)
-        c0, c1 = max(int(cc[0]) - 1, 0), min(int(cc[-1]) + 2, cols)
-    else:
-        r0 = r1 = c0 = c1 = 0
+def _free_window(free: np.ndarray) -> tuple:
+    """``(r0, r1, c0, c1)``: the rows and columns of the graph a cut solves, the
+    bounding box of the free pixels and a one-pixel border (empty when nothing is
+    free; the fixed pixels outside it give the same minimum)."""
+    rows, cols = free.shape
+    rr = np.flatnonzero(free.any(axis=1))
+    if rr.size == 0:
+        return 0, 0, 0, 0
+    cc = np.flatnonzero(free.any(axis=0))
+    r0, r1 = max(int(rr[0]) - 1, 0), min(int(rr[-1]) + 2, rows)
+    c0, c1 = max(int(cc[0]) - 1, 0), min(int(cc[-1]) + 2, cols)
+    return r0, r1, c0, c1
+
+
+def _window_weights(weights: np.ndarray, window: tuple) -> np.ndarray:
+    """The smoothness weights cut to ``window``; the +x and +y arcs leaving it are
+    zero (all such arcs are ignored by ``grid_energy`` anyway)."""
+    r0, r1, c0, c1 = window
     crop_w = weights[:, r0:r1, c0:c1].copy()
-    if r1 > r0:  # (the arcs out of the window are ignored by grid_energy anyway)
+    if r1 > r0:
         crop_w[0, :, -1] = 0
         crop_w[1, -1, :] = 0
-    return r0, r1, c0, c1, crop_w
+    return crop_w
+
+
+def _grabcut_cpu(
+    img: np.ndarray,
+    labels: np.ndarray,
+    fixed: tuple,
+    window: tuple,
+    weights: np.ndarray,
+    models: tuple,
+    k: int,
+    iterations: int,
+    planes: int,
+    callback: Any,
+) -> tuple:
+    """GrabCut's iterations on the host: ``(labels, fg model, bg model, cuts made,
+    energy)``."""
+    fixed_bg, fixed_fg = fixed
+    fg_gmm, bg_gmm = models
+    xs = img.reshape(-1, 3)
+    r0, r1, c0, c1 = window
+    crop_w = _window_weights(weights, window)
+    big = np.int32(1 << 24)
+    made, energy = 0, 0
+    for it in range(int(iterations)):
+        lab = labels.reshape(-1)
+        # assign components (in the pixel's own class) and refit both models
+        if int(lab.sum()) > 0:
+            comp = _component_loglik(xs[lab], fg_gmm, np).argmax(axis=1)
+            fg_gmm = _fit_gmm(xs[lab], comp, k, np)
+        comp = _component_loglik(xs[~lab], bg_gmm, np).argmax(axis=1)
+        bg_gmm = _fit_gmm(xs[~lab], comp, k, np)
+        if r1 == r0:  # nothing free: the constraints decide
+            break
+        sub = img[r0:r1, c0:c1].reshape(-1, 3)
+        dfg = _neg_log_mixture(_component_loglik(sub, fg_gmm, np), np)
+        dbg = _neg_log_mixture(_component_loglik(sub, bg_gmm, np), np)
+        fb = fixed_bg[r0:r1, c0:c1]
+        ff = fixed_fg[r0:r1, c0:c1]
+        cost_bg = np.rint(np.minimum(dbg, 1e6) * _COST_SCALE).reshape(fb.shape)
+        cost_fg = np.rint(np.minimum(dfg, 1e6) * _COST_SCALE).reshape(fb.shape)
+        unary = np.empty((r1 - r0, c1 - c0, 2), dtype=np.int32)
+        unary[..., 0] = np.where(fb, 0, np.where(ff, big, cost_bg))
+        unary[..., 1] = np.where(fb, big, np.where(ff, 0, cost_fg))
+        energy_obj = grid_energy(unary, weights=crop_w, connectivity=planes)
+        cut = maxflow_grid(energy_obj, backend="cpu")
+        new = labels.copy()
+        new[r0:r1, c0:c1] = cut.labels.astype(bool)
+        made += 1
+        changed = int((new != labels).sum())
+        energy = int(energy_obj.constant) + cut.flow
+        labels = new
+        log.info("grabcut iteration %d: %d pixels changed", it + 1, changed)
+        if callback is not None:
+            callback(it + 1, int(iterations))
+        if changed == 0 or not labels.any():
+            break
+    return labels, fg_gmm, bg_gmm, made, energy
 
 
 def grabcut(
@@ -638,89 +646,48 @@ def grabcut(
     shape = (rows, cols)
     _check_grabcut_args(iterations, components, smoothness, init, shape)
     box = _check_rect(rect, shape)
-    fg = _as_scribble(foreground, "foreground", shape, xp)
-    bg = _as_scribble(background, "background", shape, xp)
-    fixed_bg, fixed_fg, free, labels = _trimap(shape, box, fg, bg, init, xp)
-    xs = img.reshape(-1, 3)
-    k = int(components)
-    fg_gmm, bg_gmm = _initial_models(xs, labels, init, k, xp)
+    fg = _as_scribble(foreground, "foreground", shape)
+    bg = _as_scribble(background, "background", shape)
+    fixed_bg, fixed_fg, free, labels = _trimap(shape, box, fg, bg, init)
+    window = _free_window(free)
     weights = _smoothness(img, float(smoothness), xp, planes)
-    big = np.int32(1 << 24)
-    r0, r1, c0, c1, crop_w = _graph_window(free, weights, shape, xp)
-    made, energy = 0, 0
-    gpu = xp is not np
-    if gpu:
-        # every pixel's components and costs under both models in one kernel a
-        # model update; the refit is one matrix product over fixed pixel features;
-        # each cut continues from the last one's residual arcs (same arcs, new
-        # terminal capacities: _maxflow_warm gives exactly a cold solve's answer)
-        fg_gmm, bg_gmm = _host_model(fg_gmm), _host_model(bg_gmm)
-        feats = _pixel_features(xs, xp)
-        comp_all, nll_all = _gpu_pixel_models(xs, fg_gmm, bg_gmm)
-        residual = None
-        arcs = None  # the graph's arcs (validated once: the weights do not change)
-    for it in range(int(iterations)):
-        lab = labels.reshape(-1)
-        # assign components (in the pixel's own class) and refit both models
-        if gpu:
-            fg_gmm, bg_gmm = _gpu_refit(feats, comp_all, lab, k, fg_gmm, bg_gmm)
-            comp_all, nll_all = _gpu_pixel_models(xs, fg_gmm, bg_gmm)
-        else:
-            if int(lab.sum()) > 0:
-                comp = _component_loglik(xs[lab], fg_gmm, xp).argmax(axis=1)
-                fg_gmm = _fit_gmm(xs[lab], comp, k, xp)
-            comp = _component_loglik(xs[~lab], bg_gmm, xp).argmax(axis=1)
-            bg_gmm = _fit_gmm(xs[~lab], comp, k, xp)
-        if r1 == r0:  # nothing free: the constraints decide
-            break
-        if gpu:
-            nll = nll_all.reshape(2, rows, cols)[:, r0:r1, c0:c1]
-            dfg, dbg = nll[0], nll[1]
-        else:
-            sub = img[r0:r1, c0:c1].reshape(-1, 3)
-            dfg = _neg_log_mixture(_component_loglik(sub, fg_gmm, xp), xp)
-            dbg = _neg_log_mixture(_component_loglik(sub, bg_gmm, xp), xp)
-        fb = fixed_bg[r0:r1, c0:c1]
-        ff = fixed_fg[r0:r1, c0:c1]
-        cost_bg = xp.rint(xp.minimum(dbg, 1e6) * _COST_SCALE).reshape(fb.shape)
-        cost_fg = xp.rint(xp.minimum(dfg, 1e6) * _COST_SCALE).reshape(fb.shape)
-        unary = xp.empty((r1 - r0, c1 - c0, 2), dtype=xp.int32)
-        unary[..., 0] = xp.where(fb, 0, xp.where(ff, big, cost_bg))
-        unary[..., 1] = xp.where(fb, big, xp.where(ff, 0, cost_fg))
-        if gpu:
-            if arcs is None:
-                arcs = grid_energy(xp.zeros_like(unary), weights=crop_w).edges
-            # the Potts construction of grid_energy (unaries are in int32 range)
-            low = xp.minimum(unary[..., 0], unary[..., 1])
-            energy_obj = GridEnergy._trusted(
-                unary[..., 1] - low, unary[..., 0] - low, arcs, 0
-            )
-            cut, residual = _maxflow_warm(energy_obj, residual)
-            constant = low.sum(dtype=xp.int64)
-        else:
-            energy_obj = grid_energy(unary, weights=crop_w, connectivity=planes)
-            cut = maxflow_grid(energy_obj, backend=which)
-            constant = energy_obj.constant
-        new = labels.copy()
-        new[r0:r1, c0:c1] = cut.labels.astype(bool)
-        made += 1
-        changed, nonempty, constant = (
-            int(v)
-            for v in xp.stack(
-                [(new != labels).sum(dtype=xp.int64), new.any(), xp.asarray(constant)]
-            ).tolist()
+    k = int(components)
+    if xp is np:
+        models = _initial_models(img.reshape(-1, 3), labels, init, k)
+        labels, fg_gmm, bg_gmm, made, energy = _grabcut_cpu(
+            img,
+            labels,
+            (fixed_bg, fixed_fg),
+            window,
+            weights,
+            models,
+            k,
+            iterations,
+            planes,
+            callback,
         )
-        energy = constant + cut.flow
-        labels = new
-        log.info("grabcut iteration %d: %d pixels changed", it + 1, changed)
-        if callback is not None:
-            callback(it + 1, int(iterations))
-        if changed == 0 or not nonempty:
-            break
-    mask = labels.astype(xp.uint8)
-    if gpu:  # the models in the image's backend, as the CPU path gives them
-        fg_gmm = GaussianMixture(*(xp.asarray(a) for a in fg_gmm))
-        bg_gmm = GaussianMixture(*(xp.asarray(a) for a in bg_gmm))
-    if is_cupy_array(mask) and not is_cupy_array(image):
-        mask = mask.get()
+        mask = labels.astype(np.uint8)
+        if is_cupy_array(image):  # the mask in the image's array kind
+            import cupy
+
+            mask = cupy.asarray(mask)
+    else:
+        from . import _grabcut_gpu
+
+        models = None
+        if init is not None:
+            models = (init.foreground_model, init.background_model)
+        mask, fg_gmm, bg_gmm, made, energy = _grabcut_gpu.run(
+            img,
+            labels,
+            (fixed_bg, fixed_fg),
+            window,
+            weights,
+            models,
+            k,
+            iterations,
+            callback,
+        )
+        if not is_cupy_array(image):
+            mask = mask.get()
     return GrabCutResult(mask, fg_gmm, bg_gmm, made, int(energy))
