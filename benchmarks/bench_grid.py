@@ -11,6 +11,11 @@ Columns:
       pass, and the Boykov-Kolmogorov solve (``maxflow_grid(backend="cpu")``).
   gpu_solve / gpu_e2e: solve time reported by the GPU backend (device arrays in), and
       end to end from host arrays (upload + energy + solve + labels back).
+  gpu_cupy_in / gpu_numpy_in: ``maxflow_grid(source, sink, edges, backend="gpu")``
+      on the energy's capacity arrays as CuPy / NumPy arrays (checks, upload, solve,
+      labels back in the same kind); pinned_copy: the same bytes copied to the
+      device from pinned host memory (the floor of a NumPy caller); numpy/floor =
+      gpu_numpy_in / (gpu_cupy_in + pinned_copy).
 Every flow value is checked against PyMaxflow's; a mismatch aborts the run.
 
 Usage::
@@ -186,6 +191,50 @@ def main(argv=None) -> int:
                 return lab.get()
 
             t_e2e, _ = median_time(e2e, max(args.repeat, 5))
+            # the graph's arrays handed over as they are: NumPy (uploaded through the
+            # pinned staging buffers, checked on the device) and CuPy, labels back in
+            # the same kind; and the floor of the NumPy call: the three arrays copied
+            # from pinned host memory
+            arrays = [
+                np.ascontiguousarray(a) for a in (e_d.source, e_d.sink, e_d.edges)
+            ]
+            host = [a.get() for a in arrays]
+
+            def numpy_in(host=host):
+                return vc.maxflow_grid(*host, backend="gpu").labels
+
+            def cupy_in(arrays=arrays):
+                lab = vc.maxflow_grid(*arrays, backend="gpu").labels
+                cupy.cuda.get_current_stream().synchronize()
+                return lab
+
+            numpy_in()
+            cupy_in()
+            t_np, lab_np = median_time(numpy_in, max(args.repeat, 5))
+            t_cp, lab_cp = median_time(cupy_in, max(args.repeat, 5))
+            if not np.array_equal(lab_np, lab_cp.get()):
+                raise SystemExit(f"{name}: NumPy-in and CuPy-in labels differ")
+            nbytes = sum(a.nbytes for a in host)
+            pinned = cupy.cuda.alloc_pinned_memory(nbytes)
+            dst = cupy.empty(nbytes, dtype=cupy.uint8)
+
+            def pinned_copy(pinned=pinned, dst=dst, nbytes=nbytes):
+                cupy.cuda.runtime.memcpy(
+                    dst.data.ptr,
+                    pinned.ptr,
+                    nbytes,
+                    cupy.cuda.runtime.memcpyHostToDevice,
+                )
+
+            pinned_copy()
+            t_pin, _ = median_time(pinned_copy, max(args.repeat, 5))
+            del pinned, dst
+            row.update(
+                gpu_numpy_in=t_np,
+                gpu_cupy_in=t_cp,
+                pinned_copy=t_pin,
+                numpy_in_ratio=t_np / (t_cp + t_pin),
+            )
             row.update(
                 gpu_solve=statistics.median(solves),
                 gpu_e2e=t_e2e,
@@ -205,7 +254,7 @@ def main(argv=None) -> int:
     if "cpu" in args.backend:
         cols += ["cpu_build", "cpu_solve"]
     if "gpu" in args.backend:
-        cols += ["gpu_solve", "gpu_e2e"]
+        cols += ["gpu_solve", "gpu_e2e", "gpu_cupy_in", "pinned_copy", "gpu_numpy_in"]
     hdr += "".join(f"{c + ' ms':>14s}" for c in cols)
     ratios = []
     if not args.no_pymaxflow and "cpu" in args.backend:
@@ -215,6 +264,14 @@ def main(argv=None) -> int:
         ]
     if not args.no_pymaxflow and "gpu" in args.backend:
         ratios += [("gpu solve x", "pmf_solve", "gpu_solve")]
+    if "gpu" in args.backend:  # NumPy-in time / (CuPy-in time + pinned copy time)
+        ratios += [
+            (
+                "numpy/floor",
+                "gpu_numpy_in",
+                lambda r: r["gpu_cupy_in"] + r["pinned_copy"],
+            )
+        ]
     hdr += "".join(f"{r[0]:>13s}" for r in ratios)
     print(hdr)
     nan = float("nan")  # a cell the run has no number for (GPU: 4/6-connected only)
@@ -224,7 +281,8 @@ def main(argv=None) -> int:
         )
         for _, num, den in ratios:
             a = num(r) if callable(num) else r.get(num, nan)
-            line += f"{a / r.get(den, nan):13.1f}"
+            b = den(r) if callable(den) else r.get(den, nan)
+            line += f"{a / b:13.2f}"
         print(line)
     print(
         "(x = PyMaxflow time / vision_cuts time; every flow equals PyMaxflow's)"

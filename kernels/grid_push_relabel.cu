@@ -23,6 +23,13 @@
 //                     flags, clear touched; a no-op once out[0] == 0 (the host may queue
 //                     rounds past the end of the solve; see the kernel). Used where the
 //                     BFS launch does not count (grid_bfs.cu: BFS_COUNT, gbfs_level).
+//   gpr_validate      1-D grid-stride over n: the checks of grid_graph on capacities
+//                     uploaded as the caller gave them (int32): bad[0], bad[1], bad[2]
+//                     the smallest flat index of a negative source, sink, arc entry
+//                     (arc entries k * n + g), bad[3 + d] the smallest node g whose arc
+//                     pair of direction d (planes 2 d and 2 d + 1) sums beyond 2**31 - 1;
+//                     the host fills bad with LLONG_MAX first. Arcs that would leave the
+//                     grid are set to zero (they are ignored, as grid_graph does).
 //   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
 //                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
 //                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
@@ -474,6 +481,39 @@ extern "C" __global__ void gpr_walk(int* __restrict__ rc, vc_u64* __restrict__ e
             if (!moved) break;
         }
         if (a > 0) atomicAdd(ex + cur, a);
+    }
+}
+
+// grid_graph's checks on the device (see the header).
+extern "C" __global__ void gpr_validate(const int* __restrict__ src, const int* __restrict__ snk,
+                                        int* __restrict__ rc, long long* __restrict__ bad,
+                                        int nx, int ny, int nz, IDX_T n) {
+    const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
+    for (IDX_T g = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
+        if (src[g] < 0) atomicMin(bad, (long long)g);
+        if (snk[g] < 0) atomicMin(bad + 1, (long long)g);
+        const int x = (int)(g % nx);
+        const int y = (int)((g / nx) % ny);
+        const int z = (int)(g / ((IDX_T)nx * ny));
+        int cap[VC_K];
+#pragma unroll
+        for (int k = 0; k < VC_K; ++k) {
+            const long long at = (long long)k * n + g;
+            cap[k] = rc[at];
+            if (cap[k] < 0) atomicMin(bad + 2, at);
+            const bool leaves = (k == 0 && x == nx - 1) || (k == 1 && x == 0) ||
+                                (k == 2 && y == ny - 1) || (k == 3 && y == 0) ||
+                                (k == 4 && z == nz - 1) || (k == 5 && z == 0);
+            if (leaves && cap[k] != 0) rc[at] = 0;
+        }
+#pragma unroll
+        for (int d = 0; d < NDIM; ++d) {
+            const bool inside = d == 0 ? x < nx - 1 : (d == 1 ? y < ny - 1 : z < nz - 1);
+            if (!inside) continue;
+            const IDX_T q = g + vc_grid_off(2 * d, nx, ny);
+            const long long pair = (long long)cap[2 * d] + rc[(long long)(2 * d + 1) * n + q];
+            if (pair > 2147483647LL) atomicMin(bad + 3 + d, (long long)g);
+        }
     }
 }
 

@@ -682,3 +682,113 @@ def test_warm_start_overflow_is_refused():
     res = edges.copy()
     res[1, 0, 1], res[0, 0, 0] = 0, 10  # 10 units moved into (0, 0)
     assert _warm_graph(src, snk, edges, res) is None
+
+
+# ------------------------------------------------ checks on the device (GPU backend)
+
+
+def _bad_capacity_cases(ndim):
+    """(name, source, sink, edges) with one or more bad values each, int32."""
+    shape = (4, 5) if ndim == 2 else (3, 4, 5)
+    rng = np.random.default_rng(ndim)
+    base = [a.astype(np.int32) for a in random_graph(rng, shape, high=9)]
+    cases = []
+    for name, which, at in [
+        ("source", 0, (1, 2)),
+        ("sink", 1, (0, 4)),
+        ("source twice", 0, (3, 1)),
+    ]:
+        arrays = [a.copy() for a in base]
+        idx = at if ndim == 2 else (1, *at)
+        arrays[which][idx] = -3
+        if name == "source twice":
+            arrays[0][(0,) * ndim] = -1  # the first in C order is reported
+        cases.append((name, *arrays))
+    arrays = [a.copy() for a in base]
+    arrays[2][(1, *((0,) * ndim))] = -5  # a -x arc leaving the grid: still an error
+    cases.append(("edges border", *arrays))
+    arrays = [a.copy() for a in base]
+    arrays[1][(2,) * ndim] = -1
+    arrays[2][(0, *((1,) * ndim))] = -2  # sink is checked before edges
+    cases.append(("sink before edges", *arrays))
+    for d in range(ndim):
+        arrays = [a.copy() for a in base]
+        tail = [1] * ndim
+        head = list(tail)
+        head[ndim - 1 - d] += 1
+        arrays[2][(2 * d, *tail)] = 2**30
+        arrays[2][(2 * d + 1, *head)] = 2**30
+        cases.append((f"pair {d}", *arrays))
+    return cases
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_device_checks_match_host_errors(ndim):
+    """NumPy and CuPy int32 capacities are checked on the device after the upload:
+    the same error as the host checks, naming the array and the first bad index."""
+    import cupy
+
+    for name, src, snk, e in _bad_capacity_cases(ndim):
+        with pytest.raises(ValueError) as host:
+            maxflow_grid(src, snk, e, backend="cpu")
+        for kind in (np.asarray, cupy.asarray):
+            with pytest.raises(ValueError) as dev:
+                maxflow_grid(kind(src), kind(snk), kind(e), backend="gpu")
+            assert str(dev.value) == str(host.value), name
+    # the solver is usable after a refused call, and a good call still checks nothing
+    src, snk, e = (a.astype(np.int32) for a in random_graph(
+        np.random.default_rng(9), (6, 7) if ndim == 2 else (3, 4, 5), high=20))
+    want = maxflow_grid(src, snk, e, backend="cpu").flow
+    check_mincut(maxflow_grid(src, snk, e, backend="gpu"), src, snk, e, backend="gpu",
+                 flow=want)
+
+
+@pytest.mark.gpu
+def test_device_checks_ignore_border_arcs_and_keep_inputs(rng):
+    import cupy
+
+    shape = (5, 6)
+    src, snk, e = (a.astype(np.int32) for a in random_graph(rng, shape, high=30))
+    junk = e.copy()
+    junk[0][:, -1] = 7
+    junk[1][:, 0] = 8
+    junk[2][-1, :] = 9
+    junk[3][0, :] = 10
+    saved = junk.copy()
+    clean = e.copy()
+    for k, sl in enumerate([np.s_[:, -1], np.s_[:, 0], np.s_[-1, :], np.s_[0, :]]):
+        clean[k][sl] = 0
+    want = scipy_maxflow(src, snk, clean)
+    result = maxflow_grid(src, snk, junk, backend="gpu")
+    np.testing.assert_array_equal(junk, saved)
+    check_mincut(result, src, snk, clean, backend="gpu", flow=want)
+    dev = cupy.asarray(junk)
+    out = maxflow_grid(cupy.asarray(src), cupy.asarray(snk), dev, backend="gpu")
+    np.testing.assert_array_equal(dev.get(), saved)  # the caller's device array too
+    assert out.flow == want and isinstance(out.labels, cupy.ndarray)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1500, 1501), (3, 1, 7), (2, 2)], ids=str)
+def test_staged_uploads_are_exact(shape, rng):
+    """Host arrays go up through pinned chunks of 8 MB (1500 x 1501: 36 MB of arcs,
+    five chunks): the GPU answer from NumPy equals the one from CuPy arrays, the
+    labels too, and a second call of another size reuses the buffers."""
+    import cupy
+
+    src, snk, e = (a.astype(np.int32) for a in random_graph(rng, shape, high=50))
+    from_host = maxflow_grid(src, snk, e, backend="gpu")
+    dev = maxflow_grid(*(cupy.asarray(a) for a in (src, snk, e)), backend="gpu")
+    assert from_host.flow == dev.flow
+    np.testing.assert_array_equal(from_host.labels, dev.labels.get())
+    assert cut_capacity(src, snk, e, from_host.labels) == from_host.flow
+    from vision_cuts._maxflow_gpu import _staging
+
+    stage = _staging()
+    data = rng.integers(0, 255, 3 * (8 << 20) + 12345, dtype=np.uint8)
+    out = cupy.empty(data.size, dtype=cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    stage.upload(out, data, stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(out.get(), data)

@@ -57,8 +57,10 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -136,6 +138,12 @@ _PERSIST_BELOW = 0.0
 _INCR_BELOW = 0.001
 _INCR_MIN_NODES = 1 << 21
 _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for reuse
+# host arrays go up through pinned staging buffers of this many bytes (two, reused
+# across calls), copied into them by up to _COPY_THREADS threads: each chunk's upload
+# overlaps the copy of the next (a pageable copy is staged by the driver on one thread)
+_STAGE_CHUNK = 8 << 20
+_COPY_THREADS = max(1, min(4, (os.cpu_count() or 1) // 2))
+_NO_BAD = 2**63 - 1  # gpr_validate's "nothing found"
 _RING = 64  # slots of the pinned buffer the active counts are copied into
 _cache = threading.local()
 
@@ -230,6 +238,73 @@ def _resident_blocks(kernel: Any, threads: int, smem: int = 0) -> int:
     return sms * max(1, int(per_sm))
 
 
+class _Staging:
+    """Pinned host memory for uploads, kept by a thread across calls: a caller's
+    array is copied into one of two pinned chunks (by a few threads for large ones)
+    while the other chunk's upload runs."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cp = cupy
+        self.mem = cupy.cuda.alloc_pinned_memory(2 * _STAGE_CHUNK)
+        self.buf = np.frombuffer(self.mem, dtype=np.uint8, count=2 * _STAGE_CHUNK)
+        self.events: list = [None, None]
+        self.turn = 0
+        self.pool = (
+            ThreadPoolExecutor(_COPY_THREADS, thread_name_prefix="vision_cuts-stage")
+            if _COPY_THREADS > 1
+            else None
+        )
+
+    def _copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        parts = self.pool and len(src) >= 1 << 20
+        if not parts:
+            np.copyto(dst, src)
+            return
+        cuts = np.linspace(0, len(src), _COPY_THREADS + 1).astype(np.int64) & ~63
+        cuts[-1] = len(src)
+        jobs = [
+            self.pool.submit(np.copyto, dst[a:b], src[a:b])
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+            if b > a
+        ]
+        for job in jobs:
+            job.result()
+
+    def upload(self, dst: Any, host: np.ndarray, stream: Any) -> None:
+        """Copy the host array ``host`` into the device array ``dst`` (same bytes)
+        on ``stream``; returns once the last chunk is queued."""
+        cp = self.cp
+        flat = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        total = flat.nbytes
+        for off in range(0, total, _STAGE_CHUNK):
+            slot, self.turn = self.turn, self.turn ^ 1
+            if self.events[slot] is not None:
+                self.events[slot].synchronize()  # its last upload has left
+            count = min(_STAGE_CHUNK, total - off)
+            base = slot * _STAGE_CHUNK
+            self._copy(self.buf[base : base + count], flat[off : off + count])
+            cp.cuda.runtime.memcpyAsync(
+                dst.data.ptr + off,
+                self.mem.ptr + base,
+                count,
+                cp.cuda.runtime.memcpyHostToDevice,
+                stream.ptr,
+            )
+            ev = cp.cuda.Event(block=False, disable_timing=True)
+            ev.record(stream)
+            self.events[slot] = ev
+
+
+def _staging() -> _Staging:
+    """This thread's staging buffers."""
+    stage = getattr(_cache, "staging", None)
+    if stage is None:
+        stage = _cache.staging = _Staging()
+    return stage
+
+
 class _Solver:
     """Device arrays and launch geometry of one solve."""
 
@@ -280,6 +355,7 @@ class _Solver:
         self.k_push_persist = get_kernel(pr, "gpr_push_persist")
         self.k_count = get_kernel(pr, "gpr_count_active")
         self.k_finish = get_kernel(pr, "gpr_finish")
+        self.k_validate = get_kernel(pr, "gpr_validate")
         self.k_walk = get_kernel(pr, "gpr_walk")
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         # 2-D with 32 x 32 BFS tiles: the bit-parallel BFS, one warp a tile
@@ -347,6 +423,7 @@ class _Solver:
         self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
         self.lctrl = cupy.zeros(8, dtype=cupy.int32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
+        self.bad = cupy.empty(3 + self.ndim, dtype=cupy.int64)  # gpr_validate
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
         self.dims = (np.int32(nx), np.int32(ny), np.int32(nz))
@@ -378,13 +455,14 @@ class _Solver:
         read them; ``release`` drops them after the solve), else copied too."""
         cp = self.cp
         self.src_in, self.snk_in = self.src, self.snk
+        stage = _staging() if host else None
         for name, dst, x in (
             ("src_in", self.src, source),
             ("snk_in", self.snk, sink),
             ("rc", self.rc, edges),
         ):
             if host:
-                dst.set(np.ascontiguousarray(x, dtype=np.int32).reshape(-1))
+                stage.upload(dst, np.asarray(x, dtype=np.int32), self.stream)
             elif (
                 isinstance(x, cp.ndarray)
                 and x.dtype == cp.int32
@@ -403,6 +481,19 @@ class _Solver:
                     setattr(self, name, x.reshape(-1))
             else:
                 cp.copyto(dst, cp.asarray(x, dtype=cp.int32).reshape(-1))
+
+    def validate(self) -> list:
+        """grid_graph's checks on the loaded capacities (gpr_validate; arcs leaving
+        the grid are zeroed in the residual capacities): the first bad flat index of
+        the source, sink and arc entries, then of each direction's arc pairs
+        (``_NO_BAD`` for none). One host read."""
+        self.bad.fill(_NO_BAD)
+        self.k_validate(
+            self.init_grid,
+            (_INIT_BLOCK,),
+            (self.src_in, self.snk_in, self.rc, self.bad, *self.dims, self.idx(self.n)),
+        )
+        return self.bad.get(stream=self.stream).tolist()
 
     def release(self) -> None:
         """Drop the references to the caller's arrays (the cached solver outlives
@@ -714,6 +805,40 @@ class _Solver:
         return int(self.acc.get(stream=self.stream)[0]), labels.reshape(self.shape)
 
 
+def _capacity_error(bad: list, source: Any, sink: Any, edges: Any) -> ValueError:
+    """grid_graph's error for the first problem gpr_validate found (in its order:
+    source, sink and arc values, then the arc pairs by direction)."""
+    from ._backend import to_numpy
+    from ._validate import INT32_MAX
+
+    shape = tuple(source.shape)
+    for name, a, at in (("source", source, bad[0]), ("sink", sink, bad[1])):
+        if at != _NO_BAD:
+            idx = tuple(int(v) for v in np.unravel_index(at, shape))
+            value = int(to_numpy(a[idx]))
+            return ValueError(
+                f"{name} must be non-negative, got {value} at index {idx}"
+            )
+    if bad[2] != _NO_BAD:
+        idx = tuple(int(v) for v in np.unravel_index(bad[2], tuple(edges.shape)))
+        value = int(to_numpy(edges[idx]))
+        return ValueError(f"edges must be non-negative, got {value} at index {idx}")
+    for d, at in enumerate(bad[3:]):
+        if at != _NO_BAD:
+            idx = tuple(int(v) for v in np.unravel_index(at, shape))
+            head = list(idx)
+            head[len(shape) - 1 - d] += 1  # direction d moves along axis -1 - d
+            pair = int(to_numpy(edges[(2 * d, *idx)])) + int(
+                to_numpy(edges[(2 * d + 1, *head)])
+            )
+            return ValueError(
+                f"edges: forward + backward capacity of an arc pair must be <= "
+                f"{INT32_MAX}, got {pair} between planes {2 * d} and {2 * d + 1} at "
+                f"index {idx}"
+            )
+    raise AssertionError(f"no capacity error in {bad}")
+
+
 def _get_solver(
     shape: tuple, tile: tuple, bfs_tile: tuple, n: int, k: int, host: bool
 ) -> _Solver:
@@ -777,6 +902,7 @@ def maxflow_grid_gpu(
     graph: bool = True,
     profile: bool = False,
     residual: bool = False,
+    validate: bool = False,
 ) -> tuple[int, Any, dict]:
     """Exact max-flow / min-cut of a validated grid graph on the GPU.
 
@@ -857,6 +983,11 @@ def maxflow_grid_gpu(
         Replay each round as a captured CUDA graph (fewer host launches).
     profile : bool
         Time the phases with CUDA events (no graph).
+    validate : bool
+        The capacities are int32 arrays of agreeing shapes but their values are
+        unchecked: check them on the device after the upload (:func:`grid_graph`'s
+        errors, naming the array and the first bad index) and ignore the arcs that
+        leave the grid.
     residual : bool
         Also return the final residual arc capacities, a cupy int32 array of the
         shape of ``edges``, as ``stats["residual"]`` (a warm start of the next solve
@@ -953,6 +1084,11 @@ def maxflow_grid_gpu(
     depth = 1 if profile else max(1, int(_PIPELINE))
     with stream:
         solver.load(source, sink, edges, host)
+        if validate:
+            bad = solver.validate()
+            if min(bad) != _NO_BAD:
+                solver.release()
+                raise _capacity_error(bad, source, sink, edges)
         marks = []  # profile: (name, event) after each phase
 
         def mark(name: str) -> None:

@@ -267,13 +267,8 @@ def grid_graph(
     return GridEnergy._trusted(*_check_capacities(source, sink, edges, scale), 0)
 
 
-def _check_capacities(
-    source: Any, sink: Any, edges: Any, scale: float | None
-) -> tuple[Any, Any, Any]:
-    """Validate capacity arrays; return int32 copies/views with border arcs zero."""
-    source = as_capacity(source, "source", scale=scale)
-    sink = as_capacity(sink, "sink", scale=scale)
-    edges = as_capacity(edges, "edges", scale=scale)
+def _check_capacity_shapes(source: Any, sink: Any, edges: Any) -> int:
+    """The shapes and array kinds of capacity arrays agree; returns K (the planes)."""
     check_grid_shape(tuple(source.shape), "source")
     if tuple(sink.shape) != tuple(source.shape):
         raise ValueError(
@@ -292,6 +287,18 @@ def _check_capacities(
         raise TypeError(
             "source, sink and edges must all be NumPy or all be CuPy arrays"
         )
+    return int(K)
+
+
+def _check_capacities(
+    source: Any, sink: Any, edges: Any, scale: float | None
+) -> tuple[Any, Any, Any]:
+    """Validate capacity arrays; return int32 copies/views with border arcs zero."""
+    source = as_capacity(source, "source", scale=scale)
+    sink = as_capacity(sink, "sink", scale=scale)
+    edges = as_capacity(edges, "edges", scale=scale)
+    K = _check_capacity_shapes(source, sink, edges)
+    ndim = source.ndim
     border = [_border_slices(ndim, k) for k in range(K)]
     if any(edges[k][b].any() for k in range(K) for b in border[k]):
         edges = edges.copy()

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._backend import is_cupy_array, resolve_backend
 from ._validate import INT32_MAX
-from .grid import GridEnergy, grid_graph
+from .grid import GridEnergy, _check_capacity_shapes, grid_graph
 
 __all__ = ["MinCut", "maxflow_grid"]
 
@@ -113,6 +113,13 @@ def maxflow_grid(
                 f"got energy={type(energy).__name__}, sink={type(sink).__name__}, "
                 f"edges={type(edges).__name__}"
             )
+        if _checked_on_device(energy, sink, edges, scale, backend):
+            from ._maxflow_gpu import maxflow_grid_gpu
+
+            flow, labels, stats = maxflow_grid_gpu(energy, sink, edges, validate=True)
+            if not is_cupy_array(energy):
+                labels = labels.get()
+            return MinCut(int(flow), labels, stats)
         graph = grid_graph(energy, sink, edges, scale=scale)
     which = resolve_backend(backend, graph.source)
     planes = graph.edges.shape[0]
@@ -182,6 +189,27 @@ def _warm_graph(source: Any, sink: Any, edges: Any, residual: Any) -> tuple | No
     if big > INT32_MAX:
         return None
     return s2.astype(xp.int32), t2.astype(xp.int32), offset
+
+
+def _checked_on_device(
+    source: Any, sink: Any, edges: Any, scale: Any, backend: str
+) -> bool:
+    """Whether capacity arrays go to the GPU as they are and are checked there after
+    the upload (int32 NumPy or CuPy arrays, no ``scale``, a neighbourhood the device
+    kernels have, the GPU backend): their shapes are checked here, their values by
+    ``gpr_validate`` (the same errors as :func:`grid_graph`'s)."""
+    arrays = (source, sink, edges)
+    if scale is not None or not (
+        all(isinstance(a, np.ndarray) for a in arrays)
+        or all(is_cupy_array(a) for a in arrays)
+    ):
+        return False
+    if any(a.dtype != np.int32 for a in arrays):
+        return False
+    if resolve_backend(backend, source) != "gpu":
+        return False
+    planes = _check_capacity_shapes(source, sink, edges)
+    return planes == 2 * source.ndim and source.size > 0
 
 
 def _maxflow_warm(graph: GridEnergy, residual: Any) -> tuple[MinCut, Any]:
