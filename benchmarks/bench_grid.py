@@ -196,7 +196,7 @@ def main(argv=None) -> int:
             # the same kind; and the floor of the NumPy call: the three arrays copied
             # from pinned host memory
             arrays = [
-                np.ascontiguousarray(a) for a in (e_d.source, e_d.sink, e_d.edges)
+                cupy.ascontiguousarray(a) for a in (e_d.source, e_d.sink, e_d.edges)
             ]
             host = [a.get() for a in arrays]
 
