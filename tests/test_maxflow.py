@@ -772,9 +772,9 @@ def test_device_checks_ignore_border_arcs_and_keep_inputs(rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1500, 1501), (3, 1, 7), (2, 2)], ids=str)
 def test_staged_uploads_are_exact(shape, rng):
-    """Host arrays go up through pinned chunks of 8 MB (1500 x 1501: 36 MB of arcs,
-    five chunks): the GPU answer from NumPy equals the one from CuPy arrays, the
-    labels too, and a second call of another size reuses the buffers."""
+    """Host arrays go up through two pinned chunks in turn (1500 x 1501: 36 MB of
+    arcs, more than one chunk): the GPU answer from NumPy equals the one from CuPy
+    arrays, the labels too; bytes of two chunks and a part arrive exactly."""
     import cupy
 
     src, snk, e = (a.astype(np.int32) for a in random_graph(rng, shape, high=50))
@@ -783,10 +783,10 @@ def test_staged_uploads_are_exact(shape, rng):
     assert from_host.flow == dev.flow
     np.testing.assert_array_equal(from_host.labels, dev.labels.get())
     assert cut_capacity(src, snk, e, from_host.labels) == from_host.flow
-    from vision_cuts._maxflow_gpu import _staging
+    from vision_cuts._maxflow_gpu import _STAGE_CHUNK, _staging
 
     stage = _staging()
-    data = rng.integers(0, 255, 3 * (8 << 20) + 12345, dtype=np.uint8)
+    data = rng.integers(0, 255, 2 * _STAGE_CHUNK + 12345, dtype=np.uint8)
     out = cupy.empty(data.size, dtype=cupy.uint8)
     stream = cupy.cuda.Stream(non_blocking=True)
     stage.upload(out, data, stream)

@@ -141,8 +141,10 @@ _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for 
 # host arrays go up through pinned staging buffers of this many bytes (two, reused
 # across calls), copied into them by up to _COPY_THREADS threads: each chunk's upload
 # overlaps the copy of the next (a pageable copy is staged by the driver on one thread)
-_STAGE_CHUNK = 8 << 20
-_COPY_THREADS = max(1, min(4, (os.cpu_count() or 1) // 2))
+# (H200 host, 16 cores, 8 MP of int32 capacities, 192 MB: 4 threads and 8 MB chunks
+# 14.8 GB/s, 8 threads and 32 MB 19.0 GB/s; the driver's pageable copy 6.6 GB/s)
+_STAGE_CHUNK = 32 << 20
+_COPY_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 _NO_BAD = 2**63 - 1  # gpr_validate's "nothing found"
 _RING = 64  # slots of the pinned buffer the active counts are copied into
 _cache = threading.local()
