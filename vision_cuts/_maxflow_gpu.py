@@ -458,13 +458,14 @@ class _Solver:
         cp = self.cp
         self.src_in, self.snk_in = self.src, self.snk
         stage = _staging() if host else None
+        current = cp.cuda.get_current_stream()  # (the solve's stream in a solve)
         for name, dst, x in (
             ("src_in", self.src, source),
             ("snk_in", self.snk, sink),
             ("rc", self.rc, edges),
         ):
             if host:
-                stage.upload(dst, np.asarray(x, dtype=np.int32), self.stream)
+                stage.upload(dst, np.asarray(x, dtype=np.int32), current)
             elif (
                 isinstance(x, cp.ndarray)
                 and x.dtype == cp.int32
