@@ -120,16 +120,26 @@ def _net_two_paths():
 def _net_z():
     e = empty_edges((2, 1, 1))
     e[4, 0, 0, 0] = 5  # +z: slice 0 -> slice 1
-    return (np.array([9, 0]).reshape(2, 1, 1), np.array([0, 9]).reshape(2, 1, 1), e,
-            5, [[[0]], [[1]]])
+    return (
+        np.array([9, 0]).reshape(2, 1, 1),
+        np.array([0, 9]).reshape(2, 1, 1),
+        e,
+        5,
+        [[[0]], [[1]]],
+    )
 
 
 def _net_minus_z():
     e = empty_edges((2, 1, 1))
     e[5, 1, 0, 0] = 5  # -z: slice 1 -> slice 0
     e[4, 0, 0, 0] = 1
-    return (np.array([0, 9]).reshape(2, 1, 1), np.array([9, 0]).reshape(2, 1, 1), e,
-            5, [[[1]], [[0]]])
+    return (
+        np.array([0, 9]).reshape(2, 1, 1),
+        np.array([9, 0]).reshape(2, 1, 1),
+        e,
+        5,
+        [[[1]], [[0]]],
+    )
 
 
 HAND = {
@@ -168,9 +178,29 @@ def test_isolated_zero_node_any_side(backend):
 # ------------------------------------------------------------------ brute force
 
 BRUTE_SHAPES = [
-    (1, 1), (1, 2), (1, 7), (1, 16), (2, 1), (5, 1), (16, 1), (2, 2), (2, 3), (3, 3),
-    (4, 4), (2, 8), (8, 2), (3, 5), (1, 1, 1), (2, 2, 2), (2, 2, 4), (1, 4, 4),
-    (4, 2, 2), (2, 1, 8), (16, 1, 1), (1, 1, 16), (2, 4, 1),
+    (1, 1),
+    (1, 2),
+    (1, 7),
+    (1, 16),
+    (2, 1),
+    (5, 1),
+    (16, 1),
+    (2, 2),
+    (2, 3),
+    (3, 3),
+    (4, 4),
+    (2, 8),
+    (8, 2),
+    (3, 5),
+    (1, 1, 1),
+    (2, 2, 2),
+    (2, 2, 4),
+    (1, 4, 4),
+    (4, 2, 2),
+    (2, 1, 8),
+    (16, 1, 1),
+    (1, 1, 16),
+    (2, 4, 1),
 ]
 
 
@@ -240,20 +270,27 @@ def _scipy_shapes(rng, ndim, count):
 @pytest.mark.parametrize("ndim", [2, 3])
 def test_scipy_oracle(ndim, high, density, rng):
     for shape in _scipy_shapes(rng, ndim, 16):
-        src, snk, e = random_graph(rng, shape, high=high, density=density,
-                                   terminal_density=rng.uniform(0.05, 1.0),
-                                   directed=bool(rng.random() < 0.7))
+        src, snk, e = random_graph(
+            rng,
+            shape,
+            high=high,
+            density=density,
+            terminal_density=rng.uniform(0.05, 1.0),
+            directed=bool(rng.random() < 0.7),
+        )
         result = maxflow_grid(src, snk, e, backend="cpu")
         check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
 
 
-@pytest.mark.parametrize("shape", [(30, 30), (8, 8, 8), (1, 200), (200, 1), (3, 80)],
-                         ids=str)
+@pytest.mark.parametrize(
+    "shape", [(30, 30), (8, 8, 8), (1, 200), (200, 1), (3, 80)], ids=str
+)
 def test_scipy_oracle_extremes(shape, rng):
     """Full-size grids, long thin grids, dense terminals and dense arcs."""
     for high, tdens in [(10**6, 1.0), (5, 0.02), (1, 0.5)]:
-        src, snk, e = random_graph(rng, shape, high=high, density=1.0,
-                                   terminal_density=tdens)
+        src, snk, e = random_graph(
+            rng, shape, high=high, density=1.0, terminal_density=tdens
+        )
         result = maxflow_grid(src, snk, e, backend="cpu")
         check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
 
@@ -312,8 +349,9 @@ def _near_limit(rng, shape):
     return src.astype(np.int32), snk.astype(np.int32), e.astype(np.int32)
 
 
-@pytest.mark.parametrize("shape", [(1, 2), (2, 3), (3, 3), (4, 4), (1, 16), (2, 2, 2),
-                                   (2, 2, 4)], ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1, 2), (2, 3), (3, 3), (4, 4), (1, 16), (2, 2, 2), (2, 2, 4)], ids=str
+)
 def test_int32_near_limit_brute_force(shape, rng, backend):
     for _ in range(6):
         src, snk, e = _near_limit(rng, shape)
@@ -373,8 +411,9 @@ def test_grabcut_image_vs_pymaxflow(data_dir):
     if not folder.is_dir():
         pytest.skip(f"no grabcut data under {data_dir}")
     image = io.imread(folder / "data_GT" / "banana1.bmp")[::4, ::4, :3]
-    x0, y0, x1, y1 = (float(v) for v in (folder / "bb_GT" / "banana1.txt").read_text()
-                      .split())
+    x0, y0, x1, y1 = (
+        float(v) for v in (folder / "bb_GT" / "banana1.txt").read_text().split()
+    )
     box = (int(y0 - 1) // 4, int(x0 - 1) // 4, int(y1) // 4, int(x1) // 4)
     unary = synthetic.segmentation_unary(image, box)
     weights = synthetic.contrast_weights(image, lam=50.0)
@@ -401,8 +440,9 @@ def test_result_types(rng):
     assert ge.energy(labels) == flow  # constant 0: E(labels) is the cut
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-                                   np.int16])
+@pytest.mark.parametrize(
+    "dtype", [np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.int16]
+)
 def test_integer_dtypes(dtype, rng):
     src, snk, e = random_graph(rng, (6, 5), high=100)
     want = maxflow_grid(src, snk, e, backend="cpu").flow
@@ -417,8 +457,9 @@ def test_non_contiguous_inputs(rng):
     # the same graph through Fortran-ordered and strided views
     big = np.zeros((4, 18, 16), dtype=np.int32)
     big[:, ::2, ::2] = e
-    result = maxflow_grid(np.asfortranarray(src), snk.copy(order="F"), big[:, ::2, ::2],
-                          backend="cpu")
+    result = maxflow_grid(
+        np.asfortranarray(src), snk.copy(order="F"), big[:, ::2, ::2], backend="cpu"
+    )
     check_mincut(result, src, snk, e, flow=want.flow)
 
 
@@ -446,8 +487,9 @@ def test_inputs_not_modified_and_border_ignored(rng):
     check_mincut(result, src, snk, clean, flow=scipy_maxflow(src, snk, clean))
 
 
-@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0), (0, 3, 3), (2, 0, 4)],
-                         ids=str)
+@pytest.mark.parametrize(
+    "shape", [(0, 5), (5, 0), (0, 0), (0, 3, 3), (2, 0, 4)], ids=str
+)
 def test_empty_grid(shape, backend):
     z = np.zeros(shape, dtype=np.int32)
     result = maxflow_grid(z, z.copy(), empty_edges(shape), backend=backend)
@@ -455,8 +497,10 @@ def test_empty_grid(shape, backend):
     assert type(result.flow) is int
     assert result.labels.shape == shape
     assert result.labels.dtype == np.uint8
-    ge = grid_energy(np.zeros((*shape, 2), dtype=np.int32),
-                     weights=np.zeros((len(shape), *shape), dtype=np.int32))
+    ge = grid_energy(
+        np.zeros((*shape, 2), dtype=np.int32),
+        weights=np.zeros((len(shape), *shape), dtype=np.int32),
+    )
     assert maxflow_grid(ge, backend=backend).flow == 0
 
 
@@ -529,9 +573,15 @@ def _agreement_instance(rng, i):
     hi = 40 if ndim == 2 else 9
     shape = tuple(int(v) for v in rng.integers(1, hi, size=ndim))
     high = [1, 10, 1000, 10**6][i % 4]
-    return grid_graph(*random_graph(rng, shape, high=high,
-                                    density=float(rng.uniform(0.1, 1.0)),
-                                    directed=bool(i % 2)))
+    return grid_graph(
+        *random_graph(
+            rng,
+            shape,
+            high=high,
+            density=float(rng.uniform(0.1, 1.0)),
+            directed=bool(i % 2),
+        )
+    )
 
 
 def test_backend_agreement(backend, rng):
@@ -549,19 +599,23 @@ def test_backend_agreement(backend, rng):
         assert cut_capacity(ge.source, ge.sink, ge.edges, result.labels) == result.flow
         assert ge.energy(result.labels) == ge.energy(want.labels)
         if cp is not None:  # CuPy in -> CuPy out
-            dev = GridEnergy(cp.asarray(ge.source), cp.asarray(ge.sink),
-                             cp.asarray(ge.edges), ge.constant)
+            dev = GridEnergy(
+                cp.asarray(ge.source),
+                cp.asarray(ge.sink),
+                cp.asarray(ge.edges),
+                ge.constant,
+            )
             on_dev = maxflow_grid(dev, backend=backend)
             assert isinstance(on_dev.labels, cp.ndarray)
             assert on_dev.labels.dtype == cp.uint8
             assert on_dev.flow == want.flow
             labels = to_numpy(on_dev.labels)
             assert cut_capacity(ge.source, ge.sink, ge.edges, labels) == want.flow
-            auto = maxflow_grid(cp.asarray(ge.source), cp.asarray(ge.sink),
-                                cp.asarray(ge.edges))
+            auto = maxflow_grid(
+                cp.asarray(ge.source), cp.asarray(ge.sink), cp.asarray(ge.edges)
+            )
             assert isinstance(auto.labels, cp.ndarray)
             assert auto.flow == want.flow
-
 
 
 # ---- multi-threaded strip merging -------------------------------------------------
@@ -578,16 +632,22 @@ def test_strip_merging_is_exact(rng, monkeypatch, threads):
     for i in range(30):
         nd = 2 if i % 3 else 3
         shape = tuple(int(v) for v in rng.integers(8, 28 if nd == 2 else 10, size=nd))
-        s, t, e = random_graph(rng, shape, high=int(rng.choice([3, 50, 10**6])),
-                               density=float(rng.uniform(0.3, 1.0)))
+        s, t, e = random_graph(
+            rng,
+            shape,
+            high=int(rng.choice([3, 50, 10**6])),
+            density=float(rng.uniform(0.3, 1.0)),
+        )
         g = grid_graph(s, t, e)
-        flow, labels, stats = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges,
-                                                   threads=threads)
+        flow, labels, stats = cpu.maxflow_grid_cpu(
+            g.source, g.sink, g.edges, threads=threads
+        )
         strips_seen.add(stats["strips"])
         assert flow == scipy_maxflow(g.source, g.sink, g.edges)
         assert cut_capacity(g.source, g.sink, g.edges, labels) == flow
-        flow1, labels1, stats1 = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges,
-                                                      threads=1)
+        flow1, labels1, stats1 = cpu.maxflow_grid_cpu(
+            g.source, g.sink, g.edges, threads=1
+        )
         assert stats1["strips"] == 1
         assert flow1 == flow
         # the source side of every maximum flow's residual graph is the same set
@@ -610,8 +670,11 @@ def test_strip_merging_segmentation_energy():
     assert stats4["strips"] > 1
     assert flow4 == flow1
     np.testing.assert_array_equal(labels4, labels1)
-    assert e.energy(labels4) == e.constant + flow4 == pymaxflow_potts_energy(unary,
-                                                                              weights)
+    assert (
+        e.energy(labels4)
+        == e.constant + flow4
+        == pymaxflow_potts_energy(unary, weights)
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "many"])
@@ -737,11 +800,16 @@ def test_device_checks_match_host_errors(ndim):
                 maxflow_grid(kind(src), kind(snk), kind(e), backend="gpu")
             assert str(dev.value) == str(host.value), name
     # the solver is usable after a refused call, and a good call still checks nothing
-    src, snk, e = (a.astype(np.int32) for a in random_graph(
-        np.random.default_rng(9), (6, 7) if ndim == 2 else (3, 4, 5), high=20))
+    src, snk, e = (
+        a.astype(np.int32)
+        for a in random_graph(
+            np.random.default_rng(9), (6, 7) if ndim == 2 else (3, 4, 5), high=20
+        )
+    )
     want = maxflow_grid(src, snk, e, backend="cpu").flow
-    check_mincut(maxflow_grid(src, snk, e, backend="gpu"), src, snk, e, backend="gpu",
-                 flow=want)
+    check_mincut(
+        maxflow_grid(src, snk, e, backend="gpu"), src, snk, e, backend="gpu", flow=want
+    )
 
 
 @pytest.mark.gpu
@@ -772,9 +840,9 @@ def test_device_checks_ignore_border_arcs_and_keep_inputs(rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1500, 1501), (3, 1, 7), (2, 2)], ids=str)
 def test_staged_uploads_are_exact(shape, rng):
-    """Host arrays go up through two pinned chunks in turn (1500 x 1501: 36 MB of
-    arcs, more than one chunk): the GPU answer from NumPy equals the one from CuPy
-    arrays, the labels too; bytes of two chunks and a part arrive exactly."""
+    """Host arrays go up through pinned chunks, streamed by several workers
+    (1500 x 1501: 36 MB of arcs): the GPU answer from NumPy equals the one from CuPy
+    arrays, the labels too; and bytes arrive exactly."""
     import cupy
 
     src, snk, e = (a.astype(np.int32) for a in random_graph(rng, shape, high=50))
@@ -783,10 +851,11 @@ def test_staged_uploads_are_exact(shape, rng):
     assert from_host.flow == dev.flow
     np.testing.assert_array_equal(from_host.labels, dev.labels.get())
     assert cut_capacity(src, snk, e, from_host.labels) == from_host.flow
-    from vision_cuts._maxflow_gpu import _STAGE_CHUNK, _staging
+    from vision_cuts._maxflow_gpu import _COPY_THREADS, _STAGE_CHUNK, _staging
 
-    stage = _staging()
-    data = rng.integers(0, 255, 2 * _STAGE_CHUNK + 12345, dtype=np.uint8)
+    stage = _staging()  # every worker streams more than two chunks, the last a part
+    size = _COPY_THREADS * 3 * _STAGE_CHUNK + 12345
+    data = rng.integers(0, 255, size, dtype=np.uint8)
     out = cupy.empty(data.size, dtype=cupy.uint8)
     stream = cupy.cuda.Stream(non_blocking=True)
     stage.upload(out, data, stream)

@@ -141,9 +141,10 @@ _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for 
 # host arrays go up through pinned staging buffers of this many bytes (two, reused
 # across calls), copied into them by up to _COPY_THREADS threads: each chunk's upload
 # overlaps the copy of the next (a pageable copy is staged by the driver on one thread)
-# (H200 host, 16 cores, 8 MP of int32 capacities, 192 MB: 4 threads and 8 MB chunks
-# 14.8 GB/s, 8 threads and 32 MB 19.0 GB/s; the driver's pageable copy 6.6 GB/s)
-_STAGE_CHUNK = 32 << 20
+# (H200 host, 16 cores, 8 MP of int32 capacities, 192 MB, in an earlier form with a
+# barrier between chunks: 4 threads and 8 MB chunks 14.8 GB/s, 8 threads and 32 MB
+# 19.0 GB/s; the driver's pageable copy 6.6 GB/s)
+_STAGE_CHUNK = 4 << 20
 _COPY_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 _NO_BAD = 2**63 - 1  # gpr_validate's "nothing found"
 _RING = 64  # slots of the pinned buffer the active counts are copied into
@@ -241,62 +242,83 @@ def _resident_blocks(kernel: Any, threads: int, smem: int = 0) -> int:
 
 
 class _Staging:
-    """Pinned host memory for uploads, kept by a thread across calls: a caller's
-    array is copied into one of two pinned chunks (by a few threads for large ones)
-    while the other chunk's upload runs."""
+    """Pinned host memory for uploads, kept by a thread across calls.
+
+    A host array is split into up to ``_COPY_THREADS`` contiguous parts (one for
+    every 4 MB), each streamed by its own worker through its own two pinned chunks of
+    ``_STAGE_CHUNK`` bytes: the worker copies a chunk in and queues its upload, then
+    fills its other chunk while that upload runs. The workers never wait for each
+    other, only for their own chunks' earlier uploads.
+    """
 
     def __init__(self) -> None:
         import cupy
 
         self.cp = cupy
-        self.mem = cupy.cuda.alloc_pinned_memory(2 * _STAGE_CHUNK)
-        self.buf = np.frombuffer(self.mem, dtype=np.uint8, count=2 * _STAGE_CHUNK)
-        self.events: list = [None, None]
-        self.turn = 0
+        lanes = _COPY_THREADS
+        self.mem = cupy.cuda.alloc_pinned_memory(2 * lanes * _STAGE_CHUNK)
+        self.buf = np.frombuffer(
+            self.mem, dtype=np.uint8, count=2 * lanes * _STAGE_CHUNK
+        )
+        self.events: list = [None] * (2 * lanes)
         self.pool = (
-            ThreadPoolExecutor(_COPY_THREADS, thread_name_prefix="vision_cuts-stage")
-            if _COPY_THREADS > 1
+            ThreadPoolExecutor(lanes, thread_name_prefix="vision_cuts-stage")
+            if lanes > 1
             else None
         )
 
-    def _copy(self, dst: np.ndarray, src: np.ndarray) -> None:
-        parts = self.pool and len(src) >= 1 << 20
-        if not parts:
-            np.copyto(dst, src)
-            return
-        cuts = np.linspace(0, len(src), _COPY_THREADS + 1).astype(np.int64) & ~63
-        cuts[-1] = len(src)
-        jobs = [
-            self.pool.submit(np.copyto, dst[a:b], src[a:b])
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-            if b > a
-        ]
-        for job in jobs:
-            job.result()
+    def _lane(
+        self,
+        lane: int,
+        flat: np.ndarray,
+        lo: int,
+        hi: int,
+        dst: int,
+        stream: Any,
+        device: int,
+    ) -> None:
+        """Upload bytes ``lo:hi`` of ``flat`` to device address ``dst + lo`` through
+        chunks ``2 lane`` and ``2 lane + 1``."""
+        cp = self.cp
+        with cp.cuda.Device(device):
+            for j, off in enumerate(range(lo, hi, _STAGE_CHUNK)):
+                slot = 2 * lane + (j & 1)
+                if self.events[slot] is not None:
+                    self.events[slot].synchronize()  # its last upload has left
+                count = min(_STAGE_CHUNK, hi - off)
+                base = slot * _STAGE_CHUNK
+                np.copyto(self.buf[base : base + count], flat[off : off + count])
+                cp.cuda.runtime.memcpyAsync(
+                    dst + off,
+                    self.mem.ptr + base,
+                    count,
+                    cp.cuda.runtime.memcpyHostToDevice,
+                    stream.ptr,
+                )
+                ev = cp.cuda.Event(block=False, disable_timing=True)
+                ev.record(stream)
+                self.events[slot] = ev
 
     def upload(self, dst: Any, host: np.ndarray, stream: Any) -> None:
         """Copy the host array ``host`` into the device array ``dst`` (same bytes)
-        on ``stream``; returns once the last chunk is queued."""
-        cp = self.cp
+        on ``stream``; returns once every chunk is queued (``host`` may then
+        change)."""
         flat = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
         total = flat.nbytes
-        for off in range(0, total, _STAGE_CHUNK):
-            slot, self.turn = self.turn, self.turn ^ 1
-            if self.events[slot] is not None:
-                self.events[slot].synchronize()  # its last upload has left
-            count = min(_STAGE_CHUNK, total - off)
-            base = slot * _STAGE_CHUNK
-            self._copy(self.buf[base : base + count], flat[off : off + count])
-            cp.cuda.runtime.memcpyAsync(
-                dst.data.ptr + off,
-                self.mem.ptr + base,
-                count,
-                cp.cuda.runtime.memcpyHostToDevice,
-                stream.ptr,
+        device = self.cp.cuda.Device().id
+        lanes = min(_COPY_THREADS, max(1, total >> 22))  # one a 4 MB
+        if lanes == 1 or self.pool is None:
+            self._lane(0, flat, 0, total, dst.data.ptr, stream, device)
+            return
+        cuts = [(total * i // lanes) & ~4095 for i in range(lanes)] + [total]
+        jobs = [
+            self.pool.submit(
+                self._lane, i, flat, cuts[i], cuts[i + 1], dst.data.ptr, stream, device
             )
-            ev = cp.cuda.Event(block=False, disable_timing=True)
-            ev.record(stream)
-            self.events[slot] = ev
+            for i in range(lanes)
+        ]
+        for job in jobs:
+            job.result()
 
 
 def _staging() -> _Staging:
