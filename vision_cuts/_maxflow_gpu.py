@@ -141,9 +141,9 @@ _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for 
 # host arrays go up through pinned staging buffers of this many bytes (two, reused
 # across calls), copied into them by up to _COPY_THREADS threads: each chunk's upload
 # overlaps the copy of the next (a pageable copy is staged by the driver on one thread)
-# (H200 host, 16 cores, 8 MP of int32 capacities, 192 MB, in an earlier form with a
-# barrier between chunks: 4 threads and 8 MB chunks 14.8 GB/s, 8 threads and 32 MB
-# 19.0 GB/s; the driver's pageable copy 6.6 GB/s)
+# (H200 host, 16 cores, 8 MP of int32 capacities, 192 MB: 27 GB/s with 8 workers and
+# 4 MB chunks, 23-29 GB/s with 4-12 workers and 2-8 MB, the driver's pageable copy
+# 10 GB/s; at 0.3 MP, 7 MB, the pageable copy is faster: arrays below a chunk take it)
 _STAGE_CHUNK = 4 << 20
 _COPY_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 _NO_BAD = 2**63 - 1  # gpr_validate's "nothing found"
@@ -305,7 +305,17 @@ class _Staging:
         change)."""
         flat = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
         total = flat.nbytes
-        device = self.cp.cuda.Device().id
+        cp = self.cp
+        if total < _STAGE_CHUNK:  # the driver's own staging: one call, no workers
+            cp.cuda.runtime.memcpyAsync(
+                dst.data.ptr,
+                flat.ctypes.data,
+                total,
+                cp.cuda.runtime.memcpyHostToDevice,
+                stream.ptr,
+            )  # (returns once the pageable source has been read)
+            return
+        device = cp.cuda.Device().id
         lanes = min(_COPY_THREADS, max(1, total >> 22))  # one a 4 MB
         if lanes == 1 or self.pool is None:
             self._lane(0, flat, 0, total, dst.data.ptr, stream, device)
