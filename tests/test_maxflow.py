@@ -857,7 +857,12 @@ def test_staged_uploads_are_exact(shape, rng):
     size = _COPY_THREADS * 3 * _STAGE_CHUNK + 12345
     data = rng.integers(0, 255, size, dtype=np.uint8)
     out = cupy.empty(data.size, dtype=cupy.uint8)
+    small = cupy.empty(1000, dtype=cupy.uint8)
     stream = cupy.cuda.Stream(non_blocking=True)
-    stage.upload(out, data, stream)
+    stage.upload([(small, data[:1000]), (out, data)], stream)  # parts span both
     stream.synchronize()
     np.testing.assert_array_equal(out.get(), data)
+    np.testing.assert_array_equal(small.get(), data[:1000])
+    stage.upload([(small, data[5:1005])], stream)  # below a chunk: pageable copy
+    stream.synchronize()
+    np.testing.assert_array_equal(small.get(), data[5:1005])

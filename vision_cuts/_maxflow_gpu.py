@@ -267,64 +267,70 @@ class _Staging:
             else None
         )
 
-    def _lane(
-        self,
-        lane: int,
-        flat: np.ndarray,
-        lo: int,
-        hi: int,
-        dst: int,
-        stream: Any,
-        device: int,
-    ) -> None:
-        """Upload bytes ``lo:hi`` of ``flat`` to device address ``dst + lo`` through
-        chunks ``2 lane`` and ``2 lane + 1``."""
+    def _lane(self, lane: int, pieces: list, stream: Any, device: int) -> None:
+        """Upload ``pieces`` (device address, host bytes) in turn through chunks
+        ``2 lane`` and ``2 lane + 1``."""
         cp = self.cp
+        j = 0
         with cp.cuda.Device(device):
-            for j, off in enumerate(range(lo, hi, _STAGE_CHUNK)):
-                slot = 2 * lane + (j & 1)
-                if self.events[slot] is not None:
-                    self.events[slot].synchronize()  # its last upload has left
-                count = min(_STAGE_CHUNK, hi - off)
-                base = slot * _STAGE_CHUNK
-                np.copyto(self.buf[base : base + count], flat[off : off + count])
+            for dst, part in pieces:
+                for off in range(0, part.nbytes, _STAGE_CHUNK):
+                    slot = 2 * lane + (j & 1)
+                    j += 1
+                    if self.events[slot] is not None:
+                        self.events[slot].synchronize()  # its last upload has left
+                    count = min(_STAGE_CHUNK, part.nbytes - off)
+                    base = slot * _STAGE_CHUNK
+                    np.copyto(self.buf[base : base + count], part[off : off + count])
+                    cp.cuda.runtime.memcpyAsync(
+                        dst + off,
+                        self.mem.ptr + base,
+                        count,
+                        cp.cuda.runtime.memcpyHostToDevice,
+                        stream.ptr,
+                    )
+                    ev = cp.cuda.Event(block=False, disable_timing=True)
+                    ev.record(stream)
+                    self.events[slot] = ev
+
+    def upload(self, pairs: list, stream: Any) -> None:
+        """Copy each host array of ``pairs`` ``(device array, host array)`` into its
+        device array (same bytes) on ``stream``; returns once every chunk is queued
+        (the host arrays may then change). The arrays' bytes are cut into one part a
+        worker, parts that may span arrays."""
+        cp = self.cp
+        flats = [
+            (dst.data.ptr, np.ascontiguousarray(h).reshape(-1).view(np.uint8))
+            for dst, h in pairs
+        ]
+        total = sum(f.nbytes for _, f in flats)
+        if total < _STAGE_CHUNK:  # the driver's own staging: no workers
+            for dst, flat in flats:
                 cp.cuda.runtime.memcpyAsync(
-                    dst + off,
-                    self.mem.ptr + base,
-                    count,
+                    dst,
+                    flat.ctypes.data,
+                    flat.nbytes,
                     cp.cuda.runtime.memcpyHostToDevice,
                     stream.ptr,
-                )
-                ev = cp.cuda.Event(block=False, disable_timing=True)
-                ev.record(stream)
-                self.events[slot] = ev
-
-    def upload(self, dst: Any, host: np.ndarray, stream: Any) -> None:
-        """Copy the host array ``host`` into the device array ``dst`` (same bytes)
-        on ``stream``; returns once every chunk is queued (``host`` may then
-        change)."""
-        flat = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
-        total = flat.nbytes
-        cp = self.cp
-        if total < _STAGE_CHUNK:  # the driver's own staging: one call, no workers
-            cp.cuda.runtime.memcpyAsync(
-                dst.data.ptr,
-                flat.ctypes.data,
-                total,
-                cp.cuda.runtime.memcpyHostToDevice,
-                stream.ptr,
-            )  # (returns once the pageable source has been read)
+                )  # (returns once the pageable source has been read)
             return
         device = cp.cuda.Device().id
-        lanes = min(_COPY_THREADS, max(1, total >> 22))  # one a 4 MB
-        if lanes == 1 or self.pool is None:
-            self._lane(0, flat, 0, total, dst.data.ptr, stream, device)
-            return
+        lanes = min(_COPY_THREADS, max(1, total >> 22)) if self.pool else 1
         cuts = [(total * i // lanes) & ~4095 for i in range(lanes)] + [total]
+        work: list = [[] for _ in range(lanes)]
+        start = 0
+        for dst, flat in flats:  # each array's share of every lane's byte range
+            end = start + flat.nbytes
+            for i in range(lanes):
+                lo, hi = max(cuts[i], start), min(cuts[i + 1], end)
+                if hi > lo:
+                    work[i].append((dst + lo - start, flat[lo - start : hi - start]))
+            start = end
+        if lanes == 1:
+            self._lane(0, work[0], stream, device)
+            return
         jobs = [
-            self.pool.submit(
-                self._lane, i, flat, cuts[i], cuts[i + 1], dst.data.ptr, stream, device
-            )
+            self.pool.submit(self._lane, i, work[i], stream, device)
             for i in range(lanes)
         ]
         for job in jobs:
@@ -489,16 +495,20 @@ class _Solver:
         read them; ``release`` drops them after the solve), else copied too."""
         cp = self.cp
         self.src_in, self.snk_in = self.src, self.snk
-        stage = _staging() if host else None
-        current = cp.cuda.get_current_stream()  # (the solve's stream in a solve)
+        if host:  # one staged upload of the three (on the current stream: the
+            # solve's in a solve)
+            pairs = [
+                (dst, np.asarray(x, dtype=np.int32))
+                for dst, x in ((self.src, source), (self.snk, sink), (self.rc, edges))
+            ]
+            _staging().upload(pairs, cp.cuda.get_current_stream())
+            return
         for name, dst, x in (
             ("src_in", self.src, source),
             ("snk_in", self.snk, sink),
             ("rc", self.rc, edges),
         ):
-            if host:
-                stage.upload(dst, np.asarray(x, dtype=np.int32), current)
-            elif (
+            if (
                 isinstance(x, cp.ndarray)
                 and x.dtype == cp.int32
                 and x.flags.c_contiguous
