@@ -185,6 +185,18 @@ def test_bad_arguments(tmp_path):
         vd.stereo_many([], None, max_disparity=4, progress=False)
 
 
+def test_gpu_workers_without_dask_cuda_see_one_gpu_each():
+    """Without dask-cuda, GPU workers are one process a GPU, each seeing its own
+    device alone through CUDA_VISIBLE_DEVICES (checked here by what the worker
+    processes see; no device is needed)."""
+    with vd._gpu_spec_cluster(distributed, 2) as cluster:
+        with distributed.Client(cluster) as c:
+            seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+            threads = c.nthreads()
+    assert sorted(seen.values()) == ["0", "1"]
+    assert sorted(threads.values()) == [1, 1]
+
+
 def test_import_does_not_import_dask():
     import subprocess
     import sys

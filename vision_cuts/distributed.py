@@ -119,8 +119,9 @@ def _gpu_count() -> int:
 def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
     """A ``distributed.Client`` of a cluster on this machine.
 
-    ``gpu=None`` (default): one worker per GPU with ``dask-cuda`` where GPUs and
-    ``dask-cuda`` exist, else CPU worker processes. ``workers``: the number of workers
+    ``gpu=None`` (default): one worker per GPU where GPUs exist (``dask-cuda``'s
+    ``LocalCUDACluster``, or without it one worker process a GPU, each seeing its
+    own), else CPU worker processes. ``workers``: the number of workers
     (GPU: at most the GPUs; CPU: default the CPU count, one task at a time each, the
     cores shared among them through ``VISION_CUTS_THREADS``). Closing the client
     closes its cluster: ``with local_client() as client: ...``.
@@ -134,12 +135,7 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     gpus = _gpu_count()
     if gpu is None:
-        try:
-            import dask_cuda  # noqa: F401
-
-            gpu = gpus > 0
-        except ImportError:
-            gpu = False
+        gpu = gpus > 0
     # Dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers by default, which
     # turns off glibc's adaptive mmap threshold: every large temporary array is then
     # mapped afresh and faulted in page by page (a Middlebury-size stereo pair took
@@ -165,9 +161,11 @@ def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
     if gpu:
         if gpus == 0:
             raise ValueError("gpu=True, but no CUDA device is visible")
-        from dask_cuda import LocalCUDACluster
-
         n = gpus if workers is None else min(workers, gpus)
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:  # missing, or not matching this distributed
+            return _gpu_spec_cluster(dist, n)
         devices = ",".join(str(i) for i in range(n))
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=devices, n_workers=n, dashboard_address=":0"
@@ -184,6 +182,20 @@ def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
             dashboard_address=":0",
             env={"VISION_CUTS_THREADS": threads, "NUMBA_NUM_THREADS": threads},
         )
+
+
+def _gpu_spec_cluster(dist: Any, n: int) -> Any:
+    """One worker process a GPU without dask-cuda: worker i sees GPU i alone
+    (``CUDA_VISIBLE_DEVICES``), one task at a time, as ``LocalCUDACluster`` does."""
+    workers = {
+        f"gpu-{i}": {
+            "cls": dist.Nanny,
+            "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}},
+        }
+        for i in range(n)
+    }
+    scheduler = {"cls": dist.Scheduler, "options": {"dashboard_address": ":0"}}
+    return dist.SpecCluster(workers=workers, scheduler=scheduler)
 
 
 # ------------------------------------------------------------------ the run loop
