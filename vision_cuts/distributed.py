@@ -157,6 +157,18 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
     return _OwningClient(cluster)
 
 
+def _thread_env(n: int) -> dict:
+    """The environment of n worker processes that share this machine's cores: the
+    CPU solvers' and OpenMP's threads (Dask's nannies set OMP_NUM_THREADS=1 by
+    default, which makes every OpenMP-threaded step of a worker single-threaded)."""
+    threads = str(max(1, (os.cpu_count() or 1) // n))
+    return {
+        "VISION_CUTS_THREADS": threads,
+        "NUMBA_NUM_THREADS": threads,
+        "OMP_NUM_THREADS": threads,
+    }
+
+
 def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
     if gpu:
         if gpus == 0:
@@ -168,20 +180,19 @@ def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
             return _gpu_spec_cluster(dist, n)
         devices = ",".join(str(i) for i in range(n))
         return LocalCUDACluster(
-            CUDA_VISIBLE_DEVICES=devices, n_workers=n, dashboard_address=":0"
-        )
-    else:
-        cores = os.cpu_count() or 1
-        n = workers or cores
-        # the CPU solvers' threads share the cores among the workers
-        threads = str(max(1, cores // n))
-        return dist.LocalCluster(
+            CUDA_VISIBLE_DEVICES=devices,
             n_workers=n,
-            threads_per_worker=1,
-            processes=True,
             dashboard_address=":0",
-            env={"VISION_CUTS_THREADS": threads, "NUMBA_NUM_THREADS": threads},
+            env=_thread_env(n),
         )
+    n = workers or os.cpu_count() or 1
+    return dist.LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        env=_thread_env(n),
+    )
 
 
 def _gpu_spec_cluster(dist: Any, n: int) -> Any:
@@ -190,7 +201,10 @@ def _gpu_spec_cluster(dist: Any, n: int) -> Any:
     workers = {
         f"gpu-{i}": {
             "cls": dist.Nanny,
-            "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}},
+            "options": {
+                "nthreads": 1,
+                "env": {"CUDA_VISIBLE_DEVICES": str(i), **_thread_env(n)},
+            },
         }
         for i in range(n)
     }
