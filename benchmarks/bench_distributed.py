@@ -109,8 +109,15 @@ def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
     return time.perf_counter() - t0
 
 
+#: dense flow on the GPU is not bitwise repeatable: two runs of the same chunk in one
+#: process differ on a few pairs by up to about 0.03 px (H200); .flo files are compared
+#: to this tolerance, every other output exactly
+FLO_TOLERANCE = 0.05
+
+
 def compare(a: Path, b: Path) -> int:
-    """Number of outputs; raises if the folders differ in names or contents."""
+    """Number of outputs; raises if the folders differ in names or contents (flow
+    fields: by more than ``FLO_TOLERANCE`` pixels anywhere)."""
     from vision_cuts.io import read_flo, read_pfm
 
     names_a = sorted(p.name for p in a.iterdir())
@@ -126,6 +133,11 @@ def compare(a: Path, b: Path) -> int:
             import cv2
 
             x, y = cv2.imread(str(a / name)), cv2.imread(str(b / name))
+        if name.endswith(".flo"):
+            gap = float(np.nanmax(np.abs(x - y))) if x.shape == y.shape else np.inf
+            if not gap <= FLO_TOLERANCE:
+                raise SystemExit(f"{name} differs by {gap} px between {a} and {b}")
+            continue
         if not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
             raise SystemExit(f"{name} differs between {a} and {b}")
     return len(names_a)
@@ -197,7 +209,10 @@ def main(argv=None) -> int:
             r["speedup"] = t_single / r["seconds"] * (r["outputs"] / n_single)
             print(f"| {r['method']} | {r['outputs']} | {r['seconds']:.1f} | "
                   f"{r['items_per_s']:.2f} | {r['speedup']:.2f}x |")  # fmt: skip
-        print("(every output equal to the single process's)")
+        print(
+            "(every output equal to the single process's"
+            + (f"; flow fields to {FLO_TOLERANCE} px)" if args.kind == "flow" else ")")
+        )
         if args.json:
             info = {"machine": machine_description(), "kind": args.kind}
             info.update(items=args.items, backend=backend, rows=rows)
