@@ -27,11 +27,75 @@ def problem(side: int, nlabels: int, seed: int = 0) -> np.ndarray:
     return np.rint(np.abs(noisy[..., None] - levels) / 4).astype(np.int64)
 
 
+def stereo_problem(nlabels: int) -> tuple:
+    """A stereo cost volume of scikit-image's Middlebury motorcycle pair (500 x 741,
+    disparities 0-62 in its ground truth): disparities 0 .. nlabels - 1 at full size
+    when ``nlabels`` > 32, else the pair halved; unary = the sum over a 3 x 3 window
+    of min(|left(x) - right(x - d)|, 20) on grey levels (right pixels left of the
+    picture count as the truncation), integers; returns (unary, scale)."""
+    import cv2
+    import skimage.data
+
+    left, right, _ = skimage.data.stereo_motorcycle()
+    scale = 1 if nlabels > 32 else 2
+    g = [
+        cv2.cvtColor(im, cv2.COLOR_RGB2GRAY).astype(np.int32)[::scale, ::scale]
+        for im in (left, right)
+    ]
+    h, w = g[0].shape
+    cost = np.full((h, w, nlabels), 20, dtype=np.int32)
+    for d in range(nlabels):
+        if d < w:
+            cost[:, d:, d] = np.minimum(np.abs(g[0][:, d:] - g[1][:, : w - d]), 20)
+    box = np.stack(
+        [cv2.boxFilter(cost[..., d].astype(np.float32), -1, (3, 3), normalize=False)
+         for d in range(nlabels)], axis=-1,
+    )  # fmt: skip
+    return np.rint(box).astype(np.int64), scale
+
+
+def volume_problem(side: int, nlabels: int, seed: int = 0) -> np.ndarray:
+    """A ``side``^3 volume of ``nlabels`` levels: a smooth random field (Gaussian
+    blobs) quantised to the levels, Gaussian noise (sigma 1.5 levels); unary = 4 x
+    |level - noisy value| in level units, integers."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    field = ndimage.gaussian_filter(rng.normal(size=(side,) * 3), side / 10)
+    field = (field - field.min()) / (np.ptp(field) + 1e-12) * (nlabels - 1)
+    noisy = np.round(field) + rng.normal(0, 1.5, field.shape)
+    levels = np.arange(nlabels)
+    return np.rint(4 * np.abs(noisy[..., None] - levels)).astype(np.int64)
+
+
+def _grid_edges(shape: tuple) -> np.ndarray:
+    """The 4- / 6-connected neighbour pairs of a C-order grid, (E, 2) int32, the
+    smaller index first (pyGCO's general-graph form)."""
+    idx = np.arange(int(np.prod(shape))).reshape(shape)
+    pairs = []
+    for axis in range(len(shape)):
+        a = np.take(idx, np.arange(shape[axis] - 1), axis=axis).ravel()
+        b = np.take(idx, np.arange(1, shape[axis]), axis=axis).ravel()
+        pairs.append(np.stack([a, b], axis=1))
+    return np.concatenate(pairs).astype(np.int32)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
     ap.add_argument("--labels", type=int, default=16)
     ap.add_argument("--weight", type=int, default=6)
+    ap.add_argument(
+        "--problem",
+        choices=["potts", "stereo", "volume"],
+        default="potts",
+        help="potts: the denoising problem above; stereo: truncated linear "
+        "(min(|a - b|, --cap) x --weight) on the motorcycle pair's cost volume with "
+        "--labels disparities (--sizes ignored); volume: the same model on "
+        "--sizes^3 volumes (6-connected; pyGCO through its general-graph call)",
+    )
+    ap.add_argument("--cap", type=int, default=2)
+    ap.add_argument("--methods", nargs="+", default=["expansion", "swap"])
     ap.add_argument("--json")
     args = ap.parse_args(argv)
 
@@ -43,14 +107,24 @@ def main(argv=None) -> int:
 
     print(f"machine: {machine_description()}")
     rows = []
-    v = pairwise_matrix("potts", args.labels) * args.weight
-    for side in args.sizes:
-        u = problem(side, args.labels)
+    if args.problem == "potts":
+        v = pairwise_matrix("potts", args.labels) * args.weight
+        cases = [(f"{side}x{side}", problem(side, args.labels)) for side in args.sizes]
+    elif args.problem == "stereo":
+        v = pairwise_matrix(("truncated_linear", args.cap), args.labels) * args.weight
+        u, scale = stereo_problem(args.labels)
+        cases = [(f"motorcycle {u.shape[1]}x{u.shape[0]}", u)]
+    else:
+        v = pairwise_matrix(("truncated_linear", args.cap), args.labels) * args.weight
+        cases = [(f"{n}^3", volume_problem(n, args.labels)) for n in args.sizes]
+    for name, u in cases:
         start = np.argmin(u, axis=-1)
         for method, theirs_fn in (
             ("expansion", fastmin.aexpansion_grid),
             ("swap", fastmin.abswap_grid),
         ):
+            if method not in args.methods:
+                continue
             t0 = time.perf_counter()
             theirs = theirs_fn(u.astype(np.float64), v.astype(np.float64),
                                max_cycles=5, labels=start.copy())  # fmt: skip
@@ -60,7 +134,7 @@ def main(argv=None) -> int:
             ours = minimize_labels(u, v, method=method, max_cycles=5, backend="cpu")
             t_ours = time.perf_counter() - t0
             row = {
-                "size": f"{side}x{side}",
+                "size": name,
                 "labels": args.labels,
                 "method": method,
                 "energy_ours": ours.energy,
@@ -72,12 +146,24 @@ def main(argv=None) -> int:
                 import gco
             except ImportError:
                 gco = None
-            if gco is not None:  # pyGCO (gco-wrapper): its own start, 5 cycles
+            if gco is not None and u.ndim == 3:  # pyGCO: its own start, 5 cycles
                 t0 = time.perf_counter()
                 lab = gco.cut_grid_graph_simple(
                     u.astype(np.int32), v.astype(np.int32), n_iter=5, connect=4,
                     algorithm=method,
                 )  # fmt: skip
+            elif gco is not None:  # 3-D: the general-graph call, unit edge weights
+                # (float64: with int32 arrays gco-wrapper 3.0.9's general-graph call
+                # returns labellings worse than the unary argmin; its float path
+                # quantises the costs itself)
+                edges = _grid_edges(u.shape[:-1])
+                t0 = time.perf_counter()
+                flat = u.reshape(-1, u.shape[-1]).astype(float)
+                lab = gco.cut_general_graph(
+                    edges, np.ones(len(edges)), flat, v.astype(float), n_iter=5,
+                    algorithm=method,
+                )  # fmt: skip
+            if gco is not None:
                 row["s_pygco"] = time.perf_counter() - t0
                 row["energy_pygco"] = label_energy(u, lab.reshape(u.shape[:-1]), v)
             rows.append(row)

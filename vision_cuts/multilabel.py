@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numba as nb
 import numpy as np
 
-from ._backend import to_numpy
+from ._backend import resolve_backend, to_numpy
 from ._validate import INT32_MAX
 from .exceptions import NonSubmodularError
 from .grid import GridEnergy, _arc_views, connectivity_planes, neighbour_offsets
@@ -250,9 +250,26 @@ def _move_graph(u, v, w, zero, one, dims, steps, src, snk, edges):  # pragma: no
     return const, bad
 
 
-def _move(u, v, w, D, zero, one, planes, backend) -> tuple:
+def _move(u, v, w, D, zero, one, planes, backend, keep=False) -> tuple:
     """The best combination of two labellings: node p takes ``zero[p]`` or
-    ``one[p]``; one exact cut. Returns (labels, energy)."""
+    ``one[p]``; one exact cut. Returns (labels, energy).
+
+    With ``keep`` (expansion: ``zero`` is the current labelling), where several
+    combinations are best, the one that moves the fewest nodes off ``zero`` (the
+    smallest set: every best move moves these). The CPU solver's cut
+    puts on the sink side every node the source cannot reach, ties included, the
+    GPU's only the nodes that reach the sink; the CPU therefore gets the two
+    labellings swapped (a move stays submodular when every node's 0 and 1 swap).
+    Moving fewer nodes in ties made the next moves better: a 64^3, 32-label
+    truncated-linear expansion ended 5 cycles at 2190298 instead of 2193916
+    (PyMaxflow's fastmin, which keeps ties too: 2190298)."""
+    if keep and resolve_backend(backend, zero) == "cpu":
+        return _move_cut(u, v, w, D, one, zero, planes, backend)
+    return _move_cut(u, v, w, D, zero, one, planes, backend)
+
+
+def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
+    """``_move``'s cut: the sink side (x = 1) takes ``one``."""
     grid = zero.shape
     n = zero.size
     dims = np.array((1,) * (3 - len(grid)) + grid, dtype=np.int64)
@@ -376,7 +393,7 @@ def minimize_labels(
                 if not inside.any():
                     continue
                 zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
-            proposal, e = _move(u, v, w, D, zero, one, planes, backend)
+            proposal, e = _move(u, v, w, D, zero, one, planes, backend, b is None)
             cuts += 1
             if e < energy:
                 lab, energy, better = proposal, e, better + 1
