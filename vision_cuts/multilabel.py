@@ -256,8 +256,8 @@ def _move(u, v, w, D, zero, one, planes, backend, keep=False) -> tuple:
 
     With ``keep`` (expansion: ``zero`` is the current labelling), where several
     combinations are best, the one that moves the fewest nodes off ``zero`` (the
-    smallest set: every best move moves these). The CPU solver's cut
-    puts on the sink side every node the source cannot reach, ties included, the
+    smallest set: every best move moves these). The CPU solver's cut puts on the
+    sink side every node the source cannot reach, undecided ones included, the
     GPU's only the nodes that reach the sink; the CPU therefore gets the two
     labellings swapped (a move stays submodular when every node's 0 and 1 swap).
     Moving fewer nodes in ties made the next moves better: a 64^3, 32-label
