@@ -163,6 +163,29 @@ def test_expansion_follows_pymaxflow_cycle_by_cycle(shape, model):
         assert ours.energy == label_energy(unary, theirs, v), (cycles, model)
 
 
+def test_progress_and_tolerance():
+    rng = np.random.default_rng(5)
+    unary = rng.integers(0, 30, (16, 18, 6))
+    calls = []
+    full = minimize_labels(
+        unary, "potts", max_cycles=6, callback=lambda d, t: calls.append((d, t))
+    )
+    total = 6 * 6  # 6 labels a cycle, 6 cycles at most
+    assert calls[-1] == (total, total)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and all(t == total for _, t in calls)
+    # after every move but the first, then once at the end
+    assert len(calls) == 6 * len(full.stats["cycles"])
+    # a tolerance as large as the whole energy ends the run after the first cycle
+    short = minimize_labels(unary, "potts", max_cycles=6, tol=1.0)
+    assert len(short.stats["cycles"]) == 1
+    assert short.energy >= full.energy
+    with pytest.raises(ValueError, match="tol must be a number >= 0"):
+        minimize_labels(unary, "potts", tol=-1)
+    with pytest.raises(TypeError, match="callback must be callable"):
+        minimize_labels(unary, "potts", callback=3)
+
+
 def test_model_checks():
     u = np.zeros((2, 3, 3), dtype=np.int64)
     quad = ("truncated_quadratic", 4)  # V(0, 2) = 4 > V(0, 1) + V(1, 2) = 2

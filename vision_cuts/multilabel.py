@@ -316,6 +316,8 @@ def minimize_labels(
     connectivity: int = 1,
     init: Any = None,
     max_cycles: int = 10,
+    tol: float = 0.0,
+    callback: Any = None,
     backend: str = "auto",
 ) -> LabelResult:
     """Minimise a multi-label grid energy by alpha-expansion or alpha-beta swap.
@@ -341,6 +343,13 @@ def minimize_labels(
     max_cycles : int
         Most cycles over all labels (expansion) or label pairs (swap); a cycle that
         lowers nothing ends the run.
+    tol : float
+        Also end the run after a cycle that lowered the energy by at most ``tol``
+        times its value at the cycle's start (>= 0; 0: only a cycle that lowers
+        nothing).
+    callback : callable, optional
+        Called as ``callback(done, total)`` after each move (progress), ``total``
+        the moves of ``max_cycles`` cycles; ``callback(total, total)`` at the end.
     backend : {"auto", "cpu", "gpu"}
         Where the cuts run (:func:`vision_cuts.maxflow_grid`).
 
@@ -357,6 +366,10 @@ def minimize_labels(
         or max_cycles < 1
     ):
         raise ValueError(f"max_cycles must be an integer >= 1, got {max_cycles!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     u, v, w, D = _check(unary, pairwise, weights, connectivity)
     _check_pairwise(v, method)
     nlabels = u.shape[-1]
@@ -379,13 +392,16 @@ def minimize_labels(
     energy = _energy(u, v, w, D, lab)
     stats: dict = {"method": method, "initial_energy": energy, "cycles": []}
     cycles = stats["cycles"]
-    for _ in range(max_cycles):
+    if method == "expansion":
+        moves = [(a, None) for a in range(nlabels)]
+    else:
+        moves = [(a, b) for a in range(nlabels) for b in range(a + 1, nlabels)]
+    total = max_cycles * len(moves)
+    for cycle in range(max_cycles):
         start, cuts, better = energy, 0, 0
-        if method == "expansion":
-            moves = [(a, None) for a in range(nlabels)]
-        else:
-            moves = [(a, b) for a in range(nlabels) for b in range(a + 1, nlabels)]
-        for a, b in moves:
+        for i, (a, b) in enumerate(moves):
+            if callback is not None and (cycle or i):
+                callback(cycle * len(moves) + i, total)
             if b is None:
                 zero, one = lab, np.full_like(lab, a)
             else:
@@ -398,6 +414,8 @@ def minimize_labels(
             if e < energy:
                 lab, energy, better = proposal, e, better + 1
         cycles.append({"energy": energy, "cuts": cuts, "improving_moves": better})
-        if energy >= start:
+        if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
             break
+    if callback is not None:
+        callback(total, total)
     return LabelResult(lab.astype(np.int32), int(energy), stats)

@@ -15,10 +15,14 @@ linear model ``min(|d_p - d_q|, truncation)`` or the linear model ``|d_p - d_q|`
 * ``method="ishikawa"``: the global minimum for the linear (convex) prior, one 3-D
   6-connected cut (Ishikawa 2003) with directed infinite constraint arcs.
 
-On the CPU backend everything here builds arrays with NumPy and calls
+On the CPU backend the expansion is :func:`vision_cuts.minimize_labels` on the cost
+volume (one move a cut; ``moves_per_cut`` or ``stats`` take the device loop's host
+form instead) and Ishikawa's graph is built with NumPy for
 :func:`vision_cuts.maxflow_grid`. On the GPU backend the cost volume, the weights, the
 expansion loop and the Ishikawa graph stay on the device (``_stereo_gpu.py``,
 ``kernels/stereo.cu``; the cuts by :func:`vision_cuts.maxflow_grid` with CuPy inputs).
+``_move_energy`` below writes one expansion move through :func:`grid_energy`: the
+specification the device loop's move graphs are tested against.
 """
 
 from __future__ import annotations
@@ -350,28 +354,24 @@ def _expansion(
     callback: Any = None,
     tol: float = 0.0,
 ) -> np.ndarray:
-    """Alpha-expansion on the host, one move at a time (the reference loop)."""
-    ndisp, m, n = cost.shape
-    cost = cost.astype(np.int64)
-    labels = (np.argmin(cost, axis=0) if init is None else init).astype(np.int64)
-    energy = stereo_energy(cost, w, labels, smoothness=kind, truncation=trunc)
-    for cycle in range(max_cycles):
-        start = energy
-        for alpha in range(ndisp):
-            if callback is not None and alpha:
-                callback(cycle * ndisp + alpha, max_cycles * ndisp)
-            e = _move_energy(cost, w, labels, alpha, kind, trunc)
-            cut = maxflow_grid(e, backend=backend)
-            move = to_numpy(cut.labels).astype(bool)
-            proposal = np.where(move, alpha, labels)
-            new = stereo_energy(cost, w, proposal, smoothness=kind, truncation=trunc)
-            if new < energy:
-                labels, energy = proposal, new
-        if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
-            break
-    if callback is not None:
-        callback(max_cycles * ndisp, max_cycles * ndisp)
-    return labels
+    """Alpha-expansion on the host, one move at a time: :func:`minimize_labels` on the
+    cost volume (labels last) with ``V`` as a matrix (the reference loop)."""
+    from .multilabel import minimize_labels
+
+    ndisp = int(cost.shape[0])
+    d = np.arange(ndisp)
+    result = minimize_labels(
+        np.moveaxis(np.asarray(cost, dtype=np.int64), 0, -1),
+        _vmat(d[:, None], d[None, :], kind, trunc),
+        weights=w,
+        method="expansion",
+        init=None if init is None else np.asarray(init, dtype=np.int64),
+        max_cycles=max_cycles,
+        tol=tol,
+        callback=callback,
+        backend=backend,
+    )
+    return result.labels.astype(np.int64)
 
 
 def _expansion_moves(
