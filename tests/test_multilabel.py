@@ -186,6 +186,20 @@ def test_progress_and_tolerance():
         minimize_labels(unary, "potts", callback=3)
 
 
+def test_moves_beyond_int32_are_refused():
+    """A move whose capacities leave int32 is a clear error naming the array, not a
+    silently wrapped cut."""
+    u = np.zeros((3, 4, 3), np.int64)
+    u[..., 1] = 2**32
+    with pytest.raises(ValueError, match="sink capacities of a move exceed int32"):
+        minimize_labels(u, "potts", backend="cpu")
+    u = np.zeros((3, 4, 3), np.int64)
+    w = np.full((2, 3, 4), 2**30, np.int64)
+    init = np.array([[0, 2, 0, 2]] * 3)
+    with pytest.raises(ValueError, match="edges capacities of a move exceed int32"):
+        minimize_labels(u, ("truncated_linear", 2), weights=w, init=init, backend="cpu")
+
+
 def test_model_checks():
     u = np.zeros((2, 3, 3), dtype=np.int64)
     quad = ("truncated_quadratic", 4)  # V(0, 2) = 4 > V(0, 1) + V(1, 2) = 2

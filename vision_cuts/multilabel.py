@@ -186,16 +186,21 @@ def _energy(
 
 
 @nb.njit(cache=True, nogil=True)
-def _move_graph(u, v, w, zero, one, dims, steps, src, snk, edges):  # pragma: no cover
+def _move_graph(
+    u, v, w, zero, one, dims, steps, src, snk, edges, src32, snk32
+):  # pragma: no cover
     """The Kolmogorov-Zabih capacities of a move in one pass (``grid_energy``'s
     construction, fused): node p takes ``zero[p]`` (x = 0) or ``one[p]`` (x = 1).
     ``u`` (n, L), ``w`` (D, n), labels (n,), ``dims`` (nz, ny, nx), ``steps`` (D, 3)
-    (dz, dy, dx); fills src, snk (n,) and the forward planes of edges (2 D, n), all
-    int64. Returns (constant, -1 or the first edge with B + C - A - D < 0)."""
+    (dz, dy, dx); src, snk (n,) int64 scratch; fills the forward planes of edges
+    (2 D, n) and src32, snk32 (n,), int32. Returns (constant, -1 or the first edge
+    with B + C - A - D < 0, 0 or the first array beyond int32: 1 source, 2 sink,
+    3 edges)."""
     nz, ny, nx = dims
     n = nz * ny * nx
     const = 0
     bad = -1
+    over = 0
     for i in range(n):
         src[i] = u[i, one[i]]  # cut when x = 1
         snk[i] = u[i, zero[i]]  # cut when x = 0
@@ -241,13 +246,20 @@ def _move_graph(u, v, w, zero, one, dims, steps, src, snk, edges):  # pragma: no
                     lam = b + c - a - e
                     if lam < 0 and bad < 0:
                         bad = d * n + p
+                    if lam > 2147483647 and over == 0:
+                        over = 3
                     edges[2 * d, p] = lam
     for i in range(n):
         m = min(src[i], snk[i])
-        src[i] -= m
-        snk[i] -= m
+        s, t = src[i] - m, snk[i] - m
+        if s > 2147483647 and over == 0:
+            over = 1
+        if t > 2147483647 and over == 0:
+            over = 2
+        src32[i] = s
+        snk32[i] = t
         const += m
-    return const, bad
+    return const, bad, over
 
 
 def _move(u, v, w, D, zero, one, planes, backend, keep=False) -> tuple:
@@ -275,12 +287,12 @@ def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
     dims = np.array((1,) * (3 - len(grid)) + grid, dtype=np.int64)
     steps = np.zeros((D, 3), dtype=np.int64)
     steps[:, 3 - len(grid) :] = neighbour_offsets(len(grid), planes)[::2]
-    src = np.empty(n, dtype=np.int64)
-    snk = np.empty(n, dtype=np.int64)
-    edges = np.zeros((planes, n), dtype=np.int64)
-    const, bad = _move_graph(
+    src, snk = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    src32, snk32 = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    edges = np.zeros((planes, n), dtype=np.int32)
+    const, bad, over = _move_graph(
         u.reshape(n, -1), v, w.reshape(D, n), zero.reshape(-1), one.reshape(-1),
-        dims, steps, src, snk, edges,
+        dims, steps, src, snk, edges, src32, snk32,
     )  # fmt: skip
     if bad >= 0:  # cannot happen for a checked (semi-)metric; a guard, not a path
         d, p = divmod(int(bad), n)
@@ -290,18 +302,16 @@ def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
             count=1,
             first=(d, *np.unravel_index(p, grid)),
         )
-    for name, arr in (("source", src), ("sink", snk), ("edges", edges)):
-        if arr.size and int(arr.max()) > INT32_MAX:
-            raise ValueError(
-                f"the {name} capacities of a move exceed int32 ({INT32_MAX}): reduce "
-                "the costs or the weights"
-            )
+    if over:
+        name = ("source", "sink", "edges")[over - 1]
+        raise ValueError(
+            f"the {name} capacities of a move exceed int32 ({INT32_MAX}): reduce the "
+            "costs or the weights"
+        )
     energy = GridEnergy._trusted(
-        src.astype(np.int32).reshape(grid),
-        snk.astype(np.int32).reshape(grid),
-        edges.astype(np.int32).reshape(planes, *grid),
+        src32.reshape(grid), snk32.reshape(grid), edges.reshape(planes, *grid),
         int(const),
-    )
+    )  # fmt: skip
     cut = maxflow_grid(energy, backend=backend)
     take = to_numpy(cut.labels).astype(bool)
     return np.where(take, one, zero), energy.constant + cut.flow
