@@ -470,18 +470,24 @@ def test_float_capacities_with_scale(rng):
     check_mincut(result, src, snk, e, flow=want)
 
 
-def test_inputs_not_modified_and_border_ignored(rng):
-    shape = (5, 6)
-    src, snk, e = random_graph(rng, shape, high=30)
+def _border_junk(rng):
+    """(source, sink, edges with nonzero arcs leaving the 5 x 6 grid, the same edges
+    with those arcs zero), int32."""
+    src, snk, e = random_graph(rng, (5, 6), high=30)
     junk = e.copy()
     junk[0][:, -1] = 7  # +x arcs leaving the last column
     junk[1][:, 0] = 8  # -x arcs leaving the first column
     junk[2][-1, :] = 9
     junk[3][0, :] = 10
-    saved = junk.copy()
     clean = e.copy()
     for k, sl in enumerate([np.s_[:, -1], np.s_[:, 0], np.s_[-1, :], np.s_[0, :]]):
         clean[k][sl] = 0
+    return src, snk, junk, clean
+
+
+def test_inputs_not_modified_and_border_ignored(rng):
+    src, snk, junk, clean = _border_junk(rng)
+    saved = junk.copy()
     result = maxflow_grid(src, snk, junk, backend="cpu")
     np.testing.assert_array_equal(junk, saved)
     check_mincut(result, src, snk, clean, flow=scipy_maxflow(src, snk, clean))
@@ -816,17 +822,8 @@ def test_device_checks_match_host_errors(ndim):
 def test_device_checks_ignore_border_arcs_and_keep_inputs(rng):
     import cupy
 
-    shape = (5, 6)
-    src, snk, e = (a.astype(np.int32) for a in random_graph(rng, shape, high=30))
-    junk = e.copy()
-    junk[0][:, -1] = 7
-    junk[1][:, 0] = 8
-    junk[2][-1, :] = 9
-    junk[3][0, :] = 10
+    src, snk, junk, clean = _border_junk(rng)
     saved = junk.copy()
-    clean = e.copy()
-    for k, sl in enumerate([np.s_[:, -1], np.s_[:, 0], np.s_[-1, :], np.s_[0, :]]):
-        clean[k][sl] = 0
     want = scipy_maxflow(src, snk, clean)
     result = maxflow_grid(src, snk, junk, backend="gpu")
     np.testing.assert_array_equal(junk, saved)

@@ -503,12 +503,13 @@ def _grabcut_cpu(
     models: tuple,
     k: int,
     iterations: int,
-    planes: int,
     callback: Any,
 ) -> tuple:
-    """GrabCut's iterations on the host: ``(labels, fg model, bg model, cuts made,
-    energy)``."""
+    """GrabCut's iterations on the host: ``(mask, fg model, bg model, cuts made,
+    energy)``, the mask uint8 (the arguments as ``_grabcut_gpu.run``'s; the
+    neighbourhood is that of ``weights``, one plane a direction)."""
     fixed_bg, fixed_fg = fixed
+    planes = 2 * len(weights)
     fg_gmm, bg_gmm = models
     xs = img.reshape(-1, 3)
     r0, r1, c0, c1 = window
@@ -548,7 +549,7 @@ def _grabcut_cpu(
             callback(it + 1, int(iterations))
         if changed == 0 or not labels.any():
             break
-    return labels, fg_gmm, bg_gmm, made, energy
+    return labels.astype(np.uint8), fg_gmm, bg_gmm, made, energy
 
 
 def grabcut(
@@ -653,41 +654,20 @@ def grabcut(
     weights = _smoothness(img, float(smoothness), xp, planes)
     k = int(components)
     if xp is np:
+        loop = _grabcut_cpu
         models = _initial_models(img.reshape(-1, 3), labels, init, k)
-        labels, fg_gmm, bg_gmm, made, energy = _grabcut_cpu(
-            img,
-            labels,
-            (fixed_bg, fixed_fg),
-            window,
-            weights,
-            models,
-            k,
-            iterations,
-            planes,
-            callback,
-        )
-        mask = labels.astype(np.uint8)
-        if is_cupy_array(image):  # the mask in the image's array kind
-            import cupy
-
-            mask = cupy.asarray(mask)
     else:
-        from . import _grabcut_gpu
+        from ._grabcut_gpu import run as loop
 
         models = None
         if init is not None:
             models = (init.foreground_model, init.background_model)
-        mask, fg_gmm, bg_gmm, made, energy = _grabcut_gpu.run(
-            img,
-            labels,
-            (fixed_bg, fixed_fg),
-            window,
-            weights,
-            models,
-            k,
-            iterations,
-            callback,
-        )
-        if not is_cupy_array(image):
-            mask = mask.get()
+    mask, fg_gmm, bg_gmm, made, energy = loop(
+        img, labels, (fixed_bg, fixed_fg), window, weights, models, k, iterations,
+        callback,
+    )  # fmt: skip
+    if is_cupy_array(mask) != is_cupy_array(image):  # the image's array kind
+        import cupy
+
+        mask = mask.get() if is_cupy_array(mask) else cupy.asarray(mask)
     return GrabCutResult(mask, fg_gmm, bg_gmm, made, int(energy))
