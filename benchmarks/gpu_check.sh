@@ -5,6 +5,10 @@
 #   gputests    the GPU test suite with VISION_CUTS_REQUIRE_GPU=1 (a skip is a failure)
 #   cputests    the CPU test suite against the installed package
 #   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run
+#   diagonal    the diagonal neighbourhoods: their GPU tests, then the grid benchmark
+#               with 8-connected pictures (4-connected beside them) and 18- / 26-
+#               connected volumes, PyMaxflow and the CPU in the same run, and GrabCut
+#               with 4 and 8 neighbours on the GPU against cv2.grabCut
 #   grabcut     GrabCut evaluation against cv2.grabCut, plus the 1920x1080 size test
 #               and every call's first and median time from an empty kernel cache
 #   assignment  assignment benchmark against SciPy and lap in the same run
@@ -72,6 +76,20 @@ if want grid; then
     python3 -P benchmarks/bench_grid.py --backend cpu gpu --sizes 0.3 2 4 8 \
         --volumes 128 256 --json "$OUT/bench_grid.json" 2>&1 | tee "$OUT/bench_grid.log" \
         || rc=1
+fi
+if want diagonal; then
+    VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
+        --timeout 300 tests/test_grid_connectivity_gpu.py tests/test_segmentation.py \
+        2>&1 | tee "$OUT/tests_diagonal.log" || rc=1
+    python3 -P benchmarks/bench_grid.py --backend cpu gpu --sizes 0.3 2 4 \
+        --connectivity 4 8 --volumes 64 128 --volume-connectivity 6 18 26 \
+        --json "$OUT/bench_grid_diagonal.json" 2>&1 | tee "$OUT/bench_grid_diagonal.log" \
+        || rc=1
+    if have_data "GrabCut with 8 neighbours"; then
+        python3 -P benchmarks/eval_grabcut.py --backend gpu --connectivity 4 8 \
+            --json "$OUT/eval_grabcut_connectivity.json" 2>&1 \
+            | tee "$OUT/eval_grabcut_connectivity.log" || rc=1
+    fi
 fi
 if want grabcut && have_data grabcut; then
     python3 -P benchmarks/eval_grabcut.py --backend cpu gpu \

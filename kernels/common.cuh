@@ -13,11 +13,18 @@
 // Tiles: a thread block owns one tile of TILE_X x TILE_Y x TILE_Z nodes, one node per
 // thread (threadIdx.x = (lz * TILE_Y + ly) * TILE_X + lx); tiles are numbered
 // (tz * nty + ty) * ntx + tx and launched as a 1-D grid. Heights of the tile and of its
-// one-node halo (faces only; 4-/6-connectivity needs no corners) live in shared memory
-// as an (HZ, HY, HX) box.
+// one-node halo (faces only for 4-/6-connectivity, the whole box with diagonals) live
+// in shared memory as an (HZ, HY, HX) box.
 //
 // Compile-time constants (Python prepends `#define`s; the defaults below are 2-D):
-//   NDIM    2 or 3 (K = 2 * NDIM arc planes)
+//   NDIM    2 or 3
+//   VC_PLANES  arc planes K (default 2 * NDIM): 2-D 4 or 8, 3-D 6, 18 or 26, in the
+//           order of vision_cuts/grid.py (two a direction, forward then backward; the
+//           face directions first, then the diagonals). With diagonals (VC_DIAG) the
+//           halo box has its edges and corners too, the push checkerboard has
+//           2**NDIM colours (tiles that touch at a corner differ), and only the plain
+//           tile BFS (gbfs_init, gbfs_persistent) and gpr_count_active relabel: the
+//           bit-mask BFS kernels, the fused BFS and the line scans are face-only.
 //   TILE_X, TILE_Y, TILE_Z   tile shape, TILE_X * TILE_Y * TILE_Z <= 1024 threads,
 //           TILE_Z = 1 in 2-D
 //   IDX_T   integer type of flat node / arc indices: int, or long long when
@@ -64,7 +71,15 @@
 #error "a tile is one thread block: TILE_X * TILE_Y * TILE_Z <= 1024"
 #endif
 
-#define VC_K (2 * NDIM)
+#ifndef VC_PLANES
+#define VC_PLANES (2 * NDIM)
+#endif
+#if (NDIM == 2 && VC_PLANES != 4 && VC_PLANES != 8) || \
+    (NDIM == 3 && VC_PLANES != 6 && VC_PLANES != 18 && VC_PLANES != 26)
+#error "VC_PLANES must be 4 or 8 in 2-D, 6, 18 or 26 in 3-D"
+#endif
+#define VC_K VC_PLANES
+#define VC_DIAG (VC_K > 2 * NDIM)
 #define VC_NT (TILE_X * TILE_Y * TILE_Z)
 #define VC_HX (TILE_X + 2)
 #define VC_HY (TILE_Y + 2)
@@ -76,6 +91,56 @@
 #define VC_HN (VC_HX * VC_HY * VC_HZ)
 
 typedef unsigned long long vc_u64;
+// residual-arc masks of a node (bit k: plane k), as the BFS keeps them in shared memory
+#if VC_K <= 8
+typedef unsigned char vc_mask_t;
+#else
+typedef unsigned int vc_mask_t;
+#endif
+
+// Forward step of direction d (planes 2 d, 2 d + 1) along x, y, z: grid.py's _FORWARD.
+__device__ __forceinline__ int vc_fwd_dx(int d) {
+#if NDIM == 2
+    switch (d) {
+        case 0: return 1;
+        case 1: return 0;
+        case 2: return 1;
+        default: return -1;
+    }
+#else
+    switch (d) {
+        case 0: case 3: case 5: case 9: case 11: return 1;
+        case 4: case 6: case 10: case 12: return -1;
+        default: return 0;
+    }
+#endif
+}
+
+__device__ __forceinline__ int vc_fwd_dy(int d) {
+#if NDIM == 2
+    return d == 0 ? 0 : 1;
+#else
+    switch (d) {
+        case 1: case 3: case 4: case 7: case 9: case 10: return 1;
+        case 8: case 11: case 12: return -1;
+        default: return 0;
+    }
+#endif
+}
+
+__device__ __forceinline__ int vc_fwd_dz(int d) {
+#if NDIM == 2
+    (void)d;
+    return 0;
+#else
+    return (d == 2 || d >= 5) ? 1 : 0;
+#endif
+}
+
+// Step of plane k (compile-time constants after unrolling).
+__device__ __forceinline__ int vc_sx(int k) { return (k & 1) ? -vc_fwd_dx(k >> 1) : vc_fwd_dx(k >> 1); }
+__device__ __forceinline__ int vc_sy(int k) { return (k & 1) ? -vc_fwd_dy(k >> 1) : vc_fwd_dy(k >> 1); }
+__device__ __forceinline__ int vc_sz(int k) { return (k & 1) ? -vc_fwd_dz(k >> 1) : vc_fwd_dz(k >> 1); }
 
 // Where this thread's node sits: local and global coordinates, tile coordinates.
 struct vc_node {
@@ -121,75 +186,53 @@ __device__ __forceinline__ void vc_tile_of_block(int b, int ntx, int nty, int& t
     tz = r / nty;
 }
 
-// Offset of the neighbour in direction k: in the halo box, inside the tile, in the grid,
-// in the tile numbering. k is a compile-time constant after unrolling.
+// Offset of the neighbour in direction k: in the halo box, inside the tile, in the grid.
+// k is a compile-time constant after unrolling.
 __device__ __forceinline__ int vc_halo_off(int k) {
-    switch (k) {
-        case 0: return 1;
-        case 1: return -1;
-        case 2: return VC_HX;
-        case 3: return -VC_HX;
-        case 4: return VC_HX * VC_HY;
-        default: return -VC_HX * VC_HY;
-    }
+    return (vc_sz(k) * VC_HY + vc_sy(k)) * VC_HX + vc_sx(k);
 }
 
 __device__ __forceinline__ int vc_local_off(int k) {
-    switch (k) {
-        case 0: return 1;
-        case 1: return -1;
-        case 2: return TILE_X;
-        case 3: return -TILE_X;
-        case 4: return TILE_X * TILE_Y;
-        default: return -TILE_X * TILE_Y;
-    }
+    return (vc_sz(k) * TILE_Y + vc_sy(k)) * TILE_X + vc_sx(k);
 }
 
 __device__ __forceinline__ IDX_T vc_grid_off(int k, int nx, int ny) {
-    switch (k) {
-        case 0: return 1;
-        case 1: return -1;
-        case 2: return nx;
-        case 3: return -(IDX_T)nx;
-        case 4: return (IDX_T)nx * ny;
-        default: return -((IDX_T)nx * ny);
-    }
+    return ((IDX_T)vc_sz(k) * ny + vc_sy(k)) * nx + vc_sx(k);
 }
 
+// Offset of the neighbour tile across the face of direction k in the tile numbering
+// (face directions only: thread-0 code that aggregates faces of a whole tile).
 __device__ __forceinline__ int vc_tile_off(int k, int ntx, int nty) {
-    switch (k) {
-        case 0: return 1;
-        case 1: return -1;
-        case 2: return ntx;
-        case 3: return -ntx;
-        case 4: return ntx * nty;
-        default: return -ntx * nty;
-    }
+    return (vc_sz(k) * nty + vc_sy(k)) * ntx + vc_sx(k);
+}
+
+// Which tile holds the neighbour of this thread's node in direction k: the step in
+// tile coordinates along each axis (-1, 0 or 1).
+__device__ __forceinline__ int vc_tstep(int l, int s, int side) {
+    return l + s < 0 ? -1 : (l + s >= side ? 1 : 0);
 }
 
 // Is the neighbour in direction k inside the same tile?
 __device__ __forceinline__ bool vc_in_tile(const vc_node& a, int k) {
-    switch (k) {
-        case 0: return a.lx + 1 < TILE_X;
-        case 1: return a.lx > 0;
-        case 2: return a.ly + 1 < TILE_Y;
-        case 3: return a.ly > 0;
-        case 4: return a.lz + 1 < TILE_Z;
-        default: return a.lz > 0;
-    }
+    return vc_tstep(a.lx, vc_sx(k), TILE_X) == 0 && vc_tstep(a.ly, vc_sy(k), TILE_Y) == 0 &&
+           vc_tstep(a.lz, vc_sz(k), TILE_Z) == 0;
 }
 
-// Does the neighbour tile in direction k exist?
+// Offset, in the tile numbering, of the tile that holds the neighbour in direction k
+// (0 inside the tile; with diagonals a corner node's arcs reach up to 2**NDIM - 1
+// other tiles).
+__device__ __forceinline__ int vc_nb_tile_off(const vc_node& a, int k, int ntx, int nty) {
+    return (vc_tstep(a.lz, vc_sz(k), TILE_Z) * nty + vc_tstep(a.ly, vc_sy(k), TILE_Y)) * ntx +
+           vc_tstep(a.lx, vc_sx(k), TILE_X);
+}
+
+// Does the tile that holds the neighbour in direction k exist?
 __device__ __forceinline__ bool vc_tile_exists(const vc_node& a, int k, int ntx, int nty,
                                                int ntz) {
-    switch (k) {
-        case 0: return a.tx + 1 < ntx;
-        case 1: return a.tx > 0;
-        case 2: return a.ty + 1 < nty;
-        case 3: return a.ty > 0;
-        case 4: return a.tz + 1 < ntz;
-        default: return a.tz > 0;
-    }
+    const int x = a.tx + vc_tstep(a.lx, vc_sx(k), TILE_X);
+    const int y = a.ty + vc_tstep(a.ly, vc_sy(k), TILE_Y);
+    const int z = a.tz + vc_tstep(a.lz, vc_sz(k), TILE_Z);
+    return x >= 0 && x < ntx && y >= 0 && y < nty && z >= 0 && z < ntz;
 }
 
 // Load a global height: plain, or through L2 only (__ldcg) where other blocks of the same
@@ -206,6 +249,22 @@ __device__ __forceinline__ int vc_ld(const int* p) {
 template <bool CG>
 __device__ __forceinline__ void vc_load_halo(int* s_h, const int* h,
                                              const vc_node& a, int nx, int ny, int nz) {
+#if VC_DIAG
+    // the whole shell of the halo box (faces, edges, corners), block-stride
+    for (int i = a.t; i < VC_HN; i += VC_NT) {
+        const int hx = i % VC_HX;
+        const int hy = (i / VC_HX) % VC_HY;
+        const int hz = i / (VC_HX * VC_HY);
+        const bool shell = hx == 0 || hx == VC_HX - 1 || hy == 0 || hy == VC_HY - 1 ||
+                           (NDIM == 3 && (hz == 0 || hz == VC_HZ - 1));
+        if (!shell) continue;
+        const int x = a.tx * TILE_X + hx - 1;
+        const int y = a.ty * TILE_Y + hy - 1;
+        const int z = NDIM == 3 ? a.tz * TILE_Z + hz - 1 : 0;
+        const bool in = x >= 0 && x < nx && y >= 0 && y < ny && z >= 0 && z < nz;
+        s_h[i] = in ? vc_ld<CG>(h + ((IDX_T)z * ny + y) * nx + x) : VC_INF;
+    }
+#else
     const int x = a.tx * TILE_X + a.lx;
     const int y = a.ty * TILE_Y + a.ly;
     if (a.lx == 0) s_h[a.hi - 1] = (a.inside && x > 0) ? vc_ld<CG>(h + a.g - 1) : VC_INF;
@@ -225,6 +284,7 @@ __device__ __forceinline__ void vc_load_halo(int* s_h, const int* h,
 #else
     (void)nz;
 #endif
+#endif  // VC_DIAG
 }
 
 // Relax the heights of a tile in s_h (with its halo, which stays fixed) to the fixed
@@ -235,7 +295,7 @@ __device__ __forceinline__ void vc_load_halo(int* s_h, const int* h,
 // settles in one step; axes alternate until nothing changes. Needs every tile side a
 // power of two <= 32. Block-wide; ends synchronised. Returns the scan iterations.
 // (grid_bfs.cu with BFS_SCAN, and the local relabel of grid_push_relabel.cu.)
-__device__ __forceinline__ int vc_relax_scan(int* s_h, const unsigned char* s_m) {
+__device__ __forceinline__ int vc_relax_scan(int* s_h, const vc_mask_t* s_m) {
     const int t = threadIdx.x;
     int rounds = 0;
     const unsigned int lanes = VC_NT >= 32 ? 0xffffffffu : ((1u << (VC_NT & 31)) - 1u);

@@ -106,15 +106,18 @@ __device__ __forceinline__ void vc_warp_add(unsigned long long* acc, long long v
 // its last row) zero.
 extern "C" __global__ void gc_window_weights(
     const int* __restrict__ weights, const int rows, const int cols, const int r0,
-    const int c0, const int h, const int w, int* __restrict__ out)
+    const int c0, const int h, const int w, const int dirs, int* __restrict__ out)
 {
+    // dirs: 2 (+x, +y) or 4 (and +x+y, -x+y: vision_cuts/grid.py's order)
     const long long hw = (long long)h * w;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 2 * hw;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < dirs * hw;
          i += (long long)gridDim.x * blockDim.x) {
         const int plane = (int)(i / hw);
         const long long q = i - plane * hw;
         const int y = (int)(q / w), x = (int)(q - (long long)y * w);
-        const bool leaves = plane == 0 ? x == w - 1 : y == h - 1;
+        const int dx = plane == 1 ? 0 : (plane == 3 ? -1 : 1);
+        const int dy = plane == 0 ? 0 : 1;
+        const bool leaves = x + dx < 0 || x + dx >= w || y + dy >= h;
         out[i] = leaves ? 0
                         : weights[(long long)plane * rows * cols
                                   + (long long)(r0 + y) * cols + (c0 + x)];

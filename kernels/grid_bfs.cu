@@ -75,6 +75,9 @@
 #ifndef BFS_SLEEP
 #define BFS_SLEEP 256  // ns an idle BFS block sleeps between polls
 #endif
+#if BFS_SCAN && VC_DIAG
+#error "BFS_SCAN (the line scans) has face arcs only"
+#endif
 #if BFS_SCAN && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                  (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
 #error "BFS_SCAN needs tile sides that are powers of two <= 32"
@@ -94,7 +97,7 @@ extern "C" __global__ void gbfs_init(const int* __restrict__ tcap, int* __restri
 // Relax the heights of a tile in s_h (with its halo, which stays fixed) to the fixed
 // point; s_m holds the residual masks of the tile's nodes (bit k: arc plane k has
 // residual capacity). Block-wide; ends synchronised. Returns the barrier rounds.
-__device__ __forceinline__ int vc_relax_tile(int* s_h, const unsigned char* s_m) {
+__device__ __forceinline__ int vc_relax_tile(int* s_h, const vc_mask_t* s_m) {
     int rounds = 0;
 #if BFS_SCAN
     rounds = vc_relax_scan(s_h, s_m);
@@ -149,13 +152,13 @@ __device__ __forceinline__ unsigned int vc_arc_mask(const int* __restrict__ rc,
 // and residual arcs and the tile's halo into shared memory, then the tile relaxed to
 // its fixed point (PR_STATS: tiles and rounds into pstats[3..4]). Returns the node's
 // height before; s_h[a.hi] holds it after. Block-wide; ends synchronised.
-__device__ __forceinline__ int vc_relax_visit(int* s_h, unsigned char* s_m,
+__device__ __forceinline__ int vc_relax_visit(int* s_h, vc_mask_t* s_m,
                                               const int* __restrict__ rc, const int* h,
                                               const vc_node& a, int nx, int ny, int nz,
                                               int* __restrict__ pstats, IDX_T n) {
     const int h0 = a.inside ? __ldcg(h + a.g) : VC_INF;
     s_h[a.hi] = h0;
-    s_m[a.t] = (unsigned char)vc_arc_mask(rc, a, n);  // rc is constant during the BFS
+    s_m[a.t] = (vc_mask_t)vc_arc_mask(rc, a, n);  // rc is constant during the BFS
     vc_load_halo<true>(s_h, h, a, nx, ny, nz);
     __syncthreads();
     const int rounds = vc_relax_tile(s_h, s_m);
@@ -223,7 +226,7 @@ gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
                 int nz, int ntx, int nty, int ntz, IDX_T n) {
     if (out[0] == 0) return;  // no active node left: this round is a no-op
     __shared__ int s_h[VC_HN];
-    __shared__ unsigned char s_m[VC_NT];
+    __shared__ vc_mask_t s_m[VC_NT];
     vc_tile_pass(flags, &ctrl[0], ntx * nty * ntz, [&](int tile) {
         int tx, ty, tz;
         vc_tile_of_block(tile, ntx, nty, tx, ty, tz);
@@ -236,7 +239,7 @@ gbfs_persistent(const int* __restrict__ rc, int* h, int* flags, int* ctrl,
 #pragma unroll
             for (int k = 0; k < VC_K; ++k) {
                 if (!vc_in_tile(a, k) && vc_tile_exists(a, k, ntx, nty, ntz)) {
-                    const int nb = tile + vc_tile_off(k, ntx, nty);
+                    const int nb = tile + vc_nb_tile_off(a, k, ntx, nty);
                     if (atomicExch(&flags[nb], 1) == 0) atomicAdd(&ctrl[0], 1);
                 }
             }
@@ -318,8 +321,11 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
            int nx, int ny, int nz, int ntx, int nty, int ntz, int pntx, int pnty, int pntz,
            int plx, int ply, int plz, int mode, IDX_T n) {
     if (*(volatile int*)out == 0) return;  // no active node left: this round is a no-op
+#if VC_DIAG
+    __trap();  // face arcs only: its flags aggregate the faces of a tile
+#endif
     __shared__ int s_h[VC_HN];
-    __shared__ unsigned char s_m[VC_NT];
+    __shared__ vc_mask_t s_m[VC_NT];
     __shared__ int s_list[VC_NT];
     __shared__ int s_cnt;
     __shared__ int s_done;
@@ -350,7 +356,7 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
             s_h[a.hi] = h0;
             const bool fin = vc_halo_init(s_h, tcap, a, nx, ny, nz) || h0 < VC_INF;
             if (__syncthreads_or(fin)) {
-                s_m[t] = (unsigned char)vc_arc_mask(rc, a, n);
+                s_m[t] = (vc_mask_t)vc_arc_mask(rc, a, n);
                 __syncthreads();
                 const int rounds = vc_relax_tile(s_h, s_m);
 #if PR_STATS
@@ -580,7 +586,7 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
                                       const int* __restrict__ out, int init, int nx, int ny,
                                       int ntx, IDX_T n) {
     if (out[0] == 0) return;  // no active node left: this round is a no-op
-#if NDIM == 2
+#if NDIM == 2 && !VC_DIAG
     const IDX_T nw = (IDX_T)ny * ntx;
     const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;  // a multiple of 32
     const int lane = threadIdx.x & 31;
@@ -611,11 +617,11 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
 #else
     (void)rc, (void)tcap, (void)ex, (void)h, (void)mask, (void)flags, (void)ctrl, (void)ntiles;
     (void)init, (void)nx, (void)ny, (void)ntx, (void)n;
-    __trap();  // 2-D only
+    __trap();  // 2-D, face arcs only
 #endif
 }
 
-#if NDIM == 2 && TILE_X == 32 && TILE_Y == 32
+#if NDIM == 2 && TILE_X == 32 && TILE_Y == 32 && !VC_DIAG
 // One visit of tile `tile` by this warp (`full`: the whole BFS of the tile, else from
 // the halo seeds that lower a height); s_d: the warp's 32 x 33 scratch of heights.
 __device__ __forceinline__ void vc_warp_visit(const unsigned int* __restrict__ mask,
@@ -740,7 +746,7 @@ extern "C" __global__ void __launch_bounds__(32 * GW_WARPS)
 gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
           const int* __restrict__ out, int full, int nx, int ny, int ntx, int nty) {
     if (out[0] == 0) return;  // no active node left: this round is a no-op
-#if NDIM == 2 && TILE_X == 32 && TILE_Y == 32
+#if NDIM == 2 && TILE_X == 32 && TILE_Y == 32 && !VC_DIAG
     __shared__ int s_d[GW_WARPS][32][33];
     const int lane = threadIdx.x & 31;
     const int wib = threadIdx.x >> 5;
@@ -875,7 +881,7 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
                int nx, int ny, int nwr, int cw, int ch, int rxn, int L, int count, int pth,
                int nptiles) {
     if (*(volatile int*)out == 0) return;  // no active node left: this round is a no-op
-#if NDIM == 2
+#if NDIM == 2 && !VC_DIAG
     extern __shared__ unsigned int s_f[];  // 2 buffers of LV_S words (see LV_S)
     __shared__ int s_done, s_cnt;
     const int ew = cw + 2, eh = ch + 2 * L;
@@ -1056,7 +1062,7 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     (void)mask, (void)h, (void)pub, (void)ctrl, (void)nx, (void)ny, (void)nwr, (void)cw;
     (void)ch, (void)rxn, (void)L, (void)pflags, (void)touched, (void)cnt, (void)count;
     (void)pth, (void)nptiles;
-    __trap();  // 2-D only
+    __trap();  // 2-D, face arcs only
 #endif
 }
 #undef LV_LEVEL
@@ -1176,7 +1182,7 @@ gbfs_invalidate(const int* __restrict__ rc, const int* __restrict__ tcap, int* d
 #pragma unroll
             for (int k = 0; k < VC_K; ++k) {
                 if (!vc_in_tile(a, k) && vc_tile_exists(a, k, ntx, nty, ntz)) {
-                    const int nb = tile + vc_tile_off(k, ntx, nty);
+                    const int nb = tile + vc_nb_tile_off(a, k, ntx, nty);
                     if (atomicExch(&iflags[nb], 1) == 0) atomicAdd(&ctrl[3], 1);
                 }
             }

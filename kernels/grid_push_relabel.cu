@@ -86,10 +86,13 @@
 // tile border sets the receiver's bit of the reverse arc and of the excess (atomicOr:
 // the neighbour tile is idle). nwm = 0 (the host's choice where no level BFS runs):
 // nothing is written.
-#define VC_MASKS (NDIM == 2 && TILE_X == 32)
+#define VC_MASKS (NDIM == 2 && TILE_X == 32 && !VC_DIAG)
 #if PR_LR_AT > 0 && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                      (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
 #error "PR_LR_AT needs tile sides that are powers of two <= 32"
+#endif
+#if PR_LR_AT > 0 && VC_DIAG
+#error "PR_LR_AT (the line-scan local relabel) has face arcs only"
 #endif
 
 extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __restrict__ snk,
@@ -116,16 +119,37 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
     }
 }
 
-// Tile (tx, ty, tz) of the checkerboard colour `colour` of launch slot c (0 <= c <
-// ceil(ntx / 2) * nty * ntz); tx >= ntx where the slot has no tile.
-__device__ __forceinline__ void vc_colour_tile(int c, int colour, int ntx, int nty, int& tx,
-                                               int& ty, int& tz) {
+// Tile (tx, ty, tz) of the checkerboard colour `colour` of launch slot c; tx >= ntx
+// where the slot has no tile. Faces only: two colours, (tx + ty + tz + colour) even,
+// slots 0 <= c < vc_colour_slots = ceil(ntx / 2) * nty * ntz. With diagonals tiles
+// that share only an edge or a corner are neighbours too: 2**NDIM colours, colour bit
+// i the parity of tile coordinate i, slots ceil(ntx / 2) * ceil(nty / 2) (*
+// ceil(ntz / 2)).
+__device__ __forceinline__ void vc_colour_tile(int c, int colour, int ntx, int nty, int ntz,
+                                               int& tx, int& ty, int& tz) {
     const int nhx = (ntx + 1) / 2;
     const int bx = c % nhx;
     const int row = c / nhx;
+#if VC_DIAG
+    const int nhy = (nty + 1) / 2;
+    tx = 2 * bx + (colour & 1);
+    ty = 2 * (row % nhy) + ((colour >> 1) & 1);
+    tz = NDIM == 3 ? 2 * (row / nhy) + ((colour >> 2) & 1) : 0;
+    if (ty >= nty || tz >= ntz) tx = ntx;  // no tile in this slot
+#else
+    (void)ntz;
     ty = row % nty;
     tz = row / nty;
     tx = 2 * bx + ((colour + ty + tz) & 1);
+#endif
+}
+
+__host__ __device__ __forceinline__ int vc_colour_slots(int ntx, int nty, int ntz) {
+#if VC_DIAG
+    return ((ntx + 1) / 2) * ((nty + 1) / 2) * (NDIM == 3 ? (ntz + 1) / 2 : 1);
+#else
+    return ((ntx + 1) / 2) * nty * ntz;
+#endif
 }
 
 // One push / relabel tile run (see the header): block-wide, ends synchronised.
@@ -143,7 +167,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
     __shared__ int s_rc[VC_K][VC_NT];
     __shared__ unsigned char s_touch[VC_NT];  // a neighbour pushed to this node
 #if PR_LR_AT > 0
-    __shared__ unsigned char s_m[VC_NT];  // residual masks (the local relabel)
+    __shared__ vc_mask_t s_m[VC_NT];  // residual masks (the local relabel)
 #endif
 
     const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
@@ -193,7 +217,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
             unsigned int m = 0;
 #pragma unroll
             for (int k = 0; k < VC_K; ++k) m |= (r[k] > 0 ? 1u : 0u) << k;
-            s_m[t] = (unsigned char)m;
+            s_m[t] = (vc_mask_t)m;
             w[a.hi] = a.inside && tc > 0 ? 1 : VC_INF;
             __syncthreads();
             vc_relax_scan(w, s_m);  // ends synchronised
@@ -232,7 +256,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                     // entry: atomics only so that no load stalls the round (RED)
                     atomicAdd(&ex[v], (vc_u64)d);
                     atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
-                    flags[tile + vc_tile_off(k, ntx, nty)] = 1;
+                    flags[tile + vc_nb_tile_off(a, k, ntx, nty)] = 1;
 #if VC_MASKS
                     if (nwm) {  // v's reverse arc is residual now, and v has excess
                         const int vx = tx * TILE_X + a.lx + (k == 0 ? 1 : k == 1 ? -1 : 0);
@@ -319,9 +343,8 @@ gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h
               int* __restrict__ pstats, unsigned int* __restrict__ mask, int nwm,
               int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
               int hmax, IDX_T n) {
-    (void)ntz;
     int tx, ty, tz;
-    vc_colour_tile(blockIdx.x, colour, ntx, nty, tx, ty, tz);
+    vc_colour_tile(blockIdx.x, colour, ntx, nty, ntz, tx, ty, tz);
     if (tx >= ntx) return;
     if (flags[(tz * nty + ty) * ntx + tx] == 0) return;  // uniform over the block
     vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, mask, nwm, tx, ty, tz, nx, ny, nz,
@@ -342,7 +365,7 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
                  int hmax, IDX_T n) {
     __shared__ int s_list[VC_NT];
     __shared__ int s_n;
-    const int slots = (ntx + 1) / 2 * nty * ntz;
+    const int slots = vc_colour_slots(ntx, nty, ntz);
     const int G = gridDim.x;
     const int t = threadIdx.x;
     for (int chunk = 0; blockIdx.x + chunk * G < slots; chunk += VC_NT) {
@@ -351,7 +374,7 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
         const int c = blockIdx.x + (chunk + t) * G;
         if (c < slots) {
             int tx, ty, tz;
-            vc_colour_tile(c, colour, ntx, nty, tx, ty, tz);
+            vc_colour_tile(c, colour, ntx, nty, ntz, tx, ty, tz);
             const int tile = (tz * nty + ty) * ntx + tx;
             if (tx < ntx && flags[tile] != 0) s_list[atomicAdd(&s_n, 1)] = tile;
         }
@@ -501,14 +524,14 @@ extern "C" __global__ void gpr_validate(const int* __restrict__ src, const int* 
             const long long at = (long long)k * n + g;
             cap[k] = rc[at];
             if (cap[k] < 0) atomicMin(bad + 2, at);
-            const bool leaves = (k == 0 && x == nx - 1) || (k == 1 && x == 0) ||
-                                (k == 2 && y == ny - 1) || (k == 3 && y == 0) ||
-                                (k == 4 && z == nz - 1) || (k == 5 && z == 0);
+            const int hx = x + vc_sx(k), hy = y + vc_sy(k), hz = z + vc_sz(k);
+            const bool leaves = hx < 0 || hx >= nx || hy < 0 || hy >= ny || hz < 0 || hz >= nz;
             if (leaves && cap[k] != 0) rc[at] = 0;
         }
 #pragma unroll
-        for (int d = 0; d < NDIM; ++d) {
-            const bool inside = d == 0 ? x < nx - 1 : (d == 1 ? y < ny - 1 : z < nz - 1);
+        for (int d = 0; d < VC_K / 2; ++d) {
+            const int hx = x + vc_fwd_dx(d), hy = y + vc_fwd_dy(d), hz = z + vc_fwd_dz(d);
+            const bool inside = hx >= 0 && hx < nx && hy >= 0 && hy < ny && hz >= 0 && hz < nz;
             if (!inside) continue;
             const IDX_T q = g + vc_grid_off(2 * d, nx, ny);
             const long long pair = (long long)cap[2 * d] + rc[(long long)(2 * d + 1) * n + q];

@@ -425,7 +425,11 @@ def test_level_bfs_solve_is_the_tile_bfs_solve(levels, rng, monkeypatch):
             monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", False)
             f0, labels0, st0 = _solve_gpu(g, **kw)
             assert st0["bfs_level"] is None
-            assert f0 == f and st0["active"] == st["active"]
+            assert f0 == f
+            if "walk_below" not in kw:  # the walks race (compare-and-swap claims):
+                # their active counts may differ from solve to solve
+                assert st0["active"] == st["active"]
+            # the nodes that reach the sink after any maximum flow: the same set
             np.testing.assert_array_equal(labels0.get(), labels.get())
 
 

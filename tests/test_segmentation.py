@@ -312,12 +312,18 @@ def test_grabcut_eight_neighbours():
     assert 1 <= res.iterations <= 5  # the 8-neighbour cuts: test_grid_connectivity
     with pytest.raises(ValueError, match=r"connectivity must be one of \(4, 8\)"):
         grabcut(img, rect=RECT, connectivity=6, backend="cpu")
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return
-    with pytest.raises(ValueError, match="connectivity=4"):
-        grabcut(img, rect=RECT, connectivity=8, backend="gpu")
+
+
+@pytest.mark.gpu
+def test_grabcut_gpu_eight_neighbours():
+    """8-connected GrabCut on the device (diagonal weights cut to the window by
+    gc_window_weights, the cut by the diagonal push-relabel) agrees with the CPU."""
+    img = _two_tone(seed=3)
+    cpu = grabcut(img, rect=RECT, connectivity=8, backend="cpu")
+    gpu = grabcut(img, rect=RECT, connectivity=8, backend="gpu")
+    assert (gpu.mask == cpu.mask).mean() > 0.995
+    assert (gpu.mask.astype(bool) == _truth()).mean() > 0.99
+    assert gpu.iterations >= 1
 
 
 # ---- the device path's window kernels (kernels/grabcut.cu) ---------------------------
@@ -339,11 +345,12 @@ def _window_costs_reference(nll, trimap, window, big=1 << 24):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dirs", [2, 4])
 @pytest.mark.parametrize(
     "window",
     [(0, 37, 0, 53), (3, 30, 0, 53), (0, 37, 5, 41), (4, 5, 6, 7), (10, 36, 1, 52)],
 )
-def test_grabcut_window_kernels(rng, window):
+def test_grabcut_window_kernels(rng, window, dirs):
     """Costs, weights and label write-back of the device path equal the NumPy
     construction exactly, for windows that span the full width or height (where
     CuPy views would take another form), a single pixel, negative and NaN costs."""
@@ -363,7 +370,7 @@ def test_grabcut_window_kernels(rng, window):
     ref_src, ref_snk, ref_low = _window_costs_reference(nll, trimap, window)
     np.testing.assert_array_equal(src.get(), ref_src)
     np.testing.assert_array_equal(snk.get(), ref_snk)
-    weights = rng.integers(0, 1000, (2, rows, cols)).astype(np.int32)
+    weights = rng.integers(0, 1000, (dirs, rows, cols)).astype(np.int32)
     got = _grabcut_gpu.window_weights(cupy.asarray(weights), window).get()
     from vision_cuts.segmentation import _window_weights
 

@@ -110,17 +110,18 @@ def initial_models(xs: Any, feats: Any, labels: np.ndarray, lab: Any, k: int) ->
 
 
 def window_weights(weights: Any, window: tuple) -> Any:
-    """The window's (2, h, w) int32 smoothness weights, the arcs leaving it zero."""
+    """The window's (D, h, w) int32 smoothness weights (D = 2 or 4 directions), the
+    arcs leaving it zero."""
     cp = _cp()
     r0, r1, c0, c1 = window
-    _, rows, cols = weights.shape
+    dirs, rows, cols = weights.shape
     h, w = r1 - r0, c1 - c0
-    out = cp.empty((2, h, w), dtype=cp.int32)
+    out = cp.empty((dirs, h, w), dtype=cp.int32)
     get_kernel(get_module("grabcut.cu"), "gc_window_weights")(
-        *_blocks(2 * h * w),
+        *_blocks(dirs * h * w),
         (
             cp.ascontiguousarray(weights, dtype=cp.int32),
-            *(np.int32(v) for v in (rows, cols, r0, c0, h, w)),
+            *(np.int32(v) for v in (rows, cols, r0, c0, h, w, dirs)),
             out,
         ),
     )
@@ -223,7 +224,11 @@ def run(
         src, snk = window_costs(nll_all, trimap, window, _COST_SCALE, 1 << 24, acc)
         if arcs is None:  # the arcs do not change between cuts (validated once)
             unary = cp.zeros((r1 - r0, c1 - c0, 2), dtype=cp.int32)
-            arcs = grid_energy(unary, weights=window_weights(weights, window)).edges
+            arcs = grid_energy(
+                unary,
+                weights=window_weights(weights, window),
+                connectivity=2 * len(weights),
+            ).edges
         cut, residual = _maxflow_warm(GridEnergy._trusted(src, snk, arcs, 0), residual)
         apply_cut(lab_dev, cut.labels, window, acc)
         made += 1

@@ -75,6 +75,16 @@ _INT32_MAX = 2**31 - 1
 _MAX_NODES = _INF - 16  # finite heights are <= n < _INF
 _TILES = {2: (32, 32, 1), 3: (16, 8, 8)}
 _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
+# grids with diagonal arcs (8-connected 2-D, 18- and 26-connected 3-D): push tiles,
+# local rounds and sweeps a relabel per grid dimension. Their tile holds K shared
+# planes of residual capacities, so 3-D tiles are smaller (26 planes of 8 x 8 x 4
+# nodes: 27 KiB of the 48 KiB a block may declare); the global relabel is the plain
+# tile BFS (gbfs_init, gbfs_persistent, gpr_count_active: the bit-mask, fused and
+# incremental relabels have face arcs only)
+_DIAG_TILES = {2: (32, 8, 1), 3: (8, 8, 4)}
+_DIAG_LOCAL_ITERS = {2: 16, 3: 16}
+_DIAG_SWEEPS_PER_RELABEL = {2: 2, 3: 1}
+_STATIC_SMEM = 48 * 1024  # bytes of static shared memory a block may declare
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
 _BFS_WARP = False
@@ -348,13 +358,16 @@ def _staging() -> _Staging:
 class _Solver:
     """Device arrays and launch geometry of one solve."""
 
-    def __init__(self, shape: tuple, tile: tuple, bfs_tile: tuple) -> None:
+    def __init__(
+        self, shape: tuple, tile: tuple, bfs_tile: tuple, k: int | None = None
+    ) -> None:
         import cupy
 
         self.cp = cupy
         self.shape = shape
         self.ndim = len(shape)
-        self.k = 2 * self.ndim
+        self.k = k = 2 * self.ndim if k is None else int(k)
+        self.diag = k > 2 * self.ndim  # diagonal arcs (see _DIAG_TILES)
         self.n = n = int(np.prod(shape))
         nz, ny, nx = (1, *shape) if self.ndim == 2 else shape
         tx, ty, tz = tile
@@ -371,6 +384,7 @@ class _Solver:
         small = self.ndim == 2 and n < _SMALL_2D
         defines = {
             "NDIM": self.ndim,
+            "VC_PLANES": k,
             "TILE_X": tx,
             "TILE_Y": ty,
             "TILE_Z": tz,
@@ -380,7 +394,7 @@ class _Solver:
             # registers (H200: 2 MP 8.6 -> 8.2 ms, 256^3 30 -> 24 ms), except in 2-D
             # grids of fewer than 2**20 nodes, whose launches hold about a tile a SM
             # (H200, 0.3 MP: 2.97 -> 2.71 ms; four pictures 7-11 % faster)
-            "PR_MIN_BLOCKS": 2 if self.nt >= 512 and not small else 1,
+            "PR_MIN_BLOCKS": 2 if self.nt >= 512 and not small and not self.diag else 1,
             **_EXTRA_DEFINES,
         }
         self.push_min_blocks = int(defines["PR_MIN_BLOCKS"])
@@ -399,7 +413,12 @@ class _Solver:
         self.k_walk = get_kernel(pr, "gpr_walk")
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         # 2-D with 32 x 32 BFS tiles: the bit-parallel BFS, one warp a tile
-        self.bfs_warp = _BFS_WARP and self.ndim == 2 and tuple(bfs_tile) == (32, 32, 1)
+        self.bfs_warp = (
+            _BFS_WARP
+            and self.ndim == 2
+            and tuple(bfs_tile) == (32, 32, 1)
+            and not self.diag
+        )
         self.k_bfs = get_kernel(
             bfs, "gbfs_warp" if self.bfs_warp else "gbfs_persistent"
         )
@@ -410,7 +429,7 @@ class _Solver:
         # 2-D: the level-synchronous BFS for the full global relabels, where its
         # regions fit the resident blocks
         self.level = None
-        if _BFS_LEVEL and self.ndim == 2 and n < _BFS_LEVEL_MAX_NODES:
+        if _BFS_LEVEL and self.ndim == 2 and n < _BFS_LEVEL_MAX_NODES and not self.diag:
             levels = int(_BFS_LEVEL_L)
             if not 1 <= levels <= 31:
                 raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
@@ -463,7 +482,7 @@ class _Solver:
         self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
         self.lctrl = cupy.zeros(8, dtype=cupy.int32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
-        self.bad = cupy.empty(3 + self.ndim, dtype=cupy.int64)  # gpr_validate
+        self.bad = cupy.empty(3 + k // 2, dtype=cupy.int64)  # gpr_validate
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
         self.dims = (np.int32(nx), np.int32(ny), np.int32(nz))
@@ -483,7 +502,13 @@ class _Solver:
         self.ptdims = self.tdims + tuple(
             np.int32(int(v).bit_length() - 1) for v in tile
         )
-        self.slots = (-(-self.ntx // 2)) * self.nty * self.ntz  # tiles of one colour
+        # tiles of one colour (vc_colour_slots): two colours, or 2**ndim with diagonals
+        if self.diag:
+            self.colours = tuple(range(2**self.ndim))
+            self.slots = (-(-self.ntx // 2)) * (-(-self.nty // 2)) * (-(-self.ntz // 2))
+        else:
+            self.colours = (0, 1)
+            self.slots = (-(-self.ntx // 2)) * self.nty * self.ntz
         self.persist_blocks = min(
             self.slots, _resident_blocks(self.k_push_persist, self.nt)
         )
@@ -794,13 +819,14 @@ class _Solver:
         )
 
     def sweeps(self, count: int, local_iters: int, persist: bool = False) -> None:
-        """Push-relabel sweeps: both checkerboard colours, one launch each (one block
-        a tile, or with ``persist`` a resident grid that reads the tile flags)."""
+        """Push-relabel sweeps: every checkerboard colour (two, or 2**ndim with
+        diagonal arcs), one launch each (one block a tile, or with ``persist`` a
+        resident grid that reads the tile flags)."""
         kernel, grid = self.k_push, (self.slots,)
         if persist:
             kernel, grid = self.k_push_persist, (self.persist_blocks,)
         for _ in range(count):
-            for colour in (0, 1):
+            for colour in self.colours:
                 kernel(
                     grid,
                     (self.nt,),
@@ -868,11 +894,13 @@ def _capacity_error(bad: list, source: Any, sink: Any, edges: Any) -> ValueError
         idx = tuple(int(v) for v in np.unravel_index(bad[2], tuple(edges.shape)))
         value = int(to_numpy(edges[idx]))
         return ValueError(f"edges must be non-negative, got {value} at index {idx}")
+    from .grid import neighbour_offsets
+
+    steps = neighbour_offsets(len(shape), int(edges.shape[0]))
     for d, at in enumerate(bad[3:]):
         if at != _NO_BAD:
             idx = tuple(int(v) for v in np.unravel_index(at, shape))
-            head = list(idx)
-            head[len(shape) - 1 - d] += 1  # direction d moves along axis -1 - d
+            head = tuple(int(v) for v in np.asarray(idx) + steps[2 * d])
             pair = int(to_numpy(edges[(2 * d, *idx)])) + int(
                 to_numpy(edges[(2 * d + 1, *head)])
             )
@@ -893,6 +921,7 @@ def _get_solver(
     defines = tuple(sorted(_EXTRA_DEFINES.items()))
     key = (
         shape,
+        k,
         tile,
         bfs_tile,
         defines,
@@ -908,7 +937,7 @@ def _get_solver(
     _cache.solver = None  # frees the old buffers before the size check
     del old
     _check_fits(shape, n, k, host)
-    solver = _Solver(shape, tile, bfs_tile)
+    solver = _Solver(shape, tile, bfs_tile, k)
     solver.key = key
     if _REUSE:
         _cache.solver = solver
@@ -957,8 +986,10 @@ def maxflow_grid_gpu(
         Terminal capacities (C-contiguous, as :func:`vision_cuts.grid_graph` makes
         them).
     edges : ndarray or cupy.ndarray, shape (K, *grid), int32
-        Arc capacities, planes +x, -x, +y, -y (+z, -z); arcs leaving the grid are zero
-        and ``edges[k][p] + edges[k ^ 1][p + e_k] <= 2**31 - 1``. Not modified.
+        Arc capacities, planes +x, -x, +y, -y (+z, -z), then the diagonals of 8-,
+        18- or 26-connected grids in :mod:`vision_cuts.grid`'s order (K = 4 or 8 in
+        2-D, 6, 18 or 26 in 3-D); arcs leaving the grid are zero and
+        ``edges[k][p] + edges[k ^ 1][p + e_k] <= 2**31 - 1``. Not modified.
 
     Returns
     -------
@@ -982,14 +1013,16 @@ def maxflow_grid_gpu(
     ----------------
     tile : tuple of int, optional
         Tile shape ``(TILE_X, TILE_Y, TILE_Z)``, x first, powers of two up to 32, at
-        most 1024 nodes, ``TILE_Z = 1`` in 2-D. Default (32, 32, 1) in 2-D, (32, 8, 1)
-        for 2-D grids of fewer than 2**21 nodes, and (16, 8, 8) in 3-D.
+        most 1024 nodes, ``TILE_Z = 1`` in 2-D, its K shared planes within 48 KiB.
+        Default (32, 32, 1) in 2-D, (32, 8, 1) for 2-D grids of fewer than 2**21
+        nodes and for 8-connected ones, (16, 8, 8) in 3-D and (8, 8, 4) for 18- and
+        26-connected grids.
     bfs_tile : tuple of int, optional
         Tile shape of the global relabel, same rules as ``tile``. Default (16, 16, 1)
         in 2-D and (16, 4, 4) in 3-D with a default ``tile``, else ``tile``.
     local_iters : int, optional
         Push / relabel rounds per tile and launch (default 32 in 2-D, 16 for 2-D grids
-        of fewer than 2**21 nodes, 16 in 3-D).
+        of fewer than 2**21 nodes, with diagonal arcs and in 3-D).
     sweeps_per_relabel : int, optional
         Sweeps between two global relabels (default 2 in 2-D, 1 in 3-D).
     tail_sweeps : int, optional
@@ -1008,7 +1041,8 @@ def maxflow_grid_gpu(
         persistent grid of resident blocks (``gpr_push_persist``) instead of one block
         a tile; default ``n * _PERSIST_BELOW``.
     bfs_mode : int, optional
-        The global relabel launch (default ``_BFS_MODE``: 0 in 2-D, 3 in 3-D): 0 the
+        The global relabel launch (default ``_BFS_MODE``: 0 in 2-D, 3 in 3-D; always
+        0 with diagonal arcs): 0 the
         BFS kernel alone (``gbfs_persistent``; in 2-D grids of fewer than 2**21 nodes
         ``gbfs_level`` for the full relabels), else ``gbfs_fused`` with these bits: 1
         the initial heights in the BFS launch, 2 the active count in it, 4 one flag
@@ -1047,9 +1081,12 @@ def maxflow_grid_gpu(
     """
     import cupy
 
+    from .grid import PLANES
+
     shape = tuple(int(v) for v in source.shape)
     ndim = len(shape)
-    k = 2 * ndim
+    k = int(edges.shape[0])
+    diag = k > 2 * ndim
     n = math.prod(shape)
     t0 = time.perf_counter()
     if n == 0:
@@ -1074,14 +1111,23 @@ def maxflow_grid_gpu(
             f"the GPU grid max-flow handles at most {_MAX_NODES} nodes (heights are "
             f"int32), got a grid of shape {shape} with {n} nodes; use backend='cpu'"
         )
-    small = ndim == 2 and n < _SMALL_2D_BELOW  # the defaults of _SMALL_2D_SCHEDULE
+    if ndim not in PLANES or k not in PLANES[ndim]:
+        raise ValueError(
+            f"edges must have K planes with K in {PLANES.get(ndim)} for a {ndim}-D "
+            f"grid, got edges of shape {tuple(edges.shape)}"
+        )
+    # the defaults of _SMALL_2D_SCHEDULE (face arcs only)
+    small = ndim == 2 and n < _SMALL_2D_BELOW and not diag
     if tile is None:
-        tile = _SMALL_2D_SCHEDULE["tile"] if small else _TILES[ndim]
+        if diag:
+            tile = _DIAG_TILES[ndim]
+        else:
+            tile = _SMALL_2D_SCHEDULE["tile"] if small else _TILES[ndim]
     tile = tuple(tile)
     if bfs_tile is None:
-        default = tile in (_TILES[ndim], _SMALL_2D_SCHEDULE["tile"])
+        default = tile in (_TILES[ndim], _SMALL_2D_SCHEDULE["tile"], _DIAG_TILES[ndim])
         bfs_tile = _BFS_TILES[ndim] if default else tile
-        if ndim == 2 and _BFS_WARP:
+        if ndim == 2 and _BFS_WARP and not diag:
             bfs_tile = (32, 32, 1)
     bfs_tile = tuple(bfs_tile)
     for name, tl in (("tile", tile), ("bfs_tile", bfs_tile)):
@@ -1096,24 +1142,43 @@ def maxflow_grid_gpu(
                 f"{name} must be (TILE_X, TILE_Y, TILE_Z), powers of two from 1 to "
                 f"32 (TILE_X >= 2), at most 1024 nodes, TILE_Z == 1 in 2-D; got {tl}"
             )
-    if local_iters is None:
+    # the push block's static shared memory: two height buffers with the halo box, K
+    # residual planes and a byte a node (grid_push_relabel.cu)
+    halo = (tile[0] + 2) * (tile[1] + 2) * (tile[2] + 2 if ndim == 3 else 1)
+    smem = 8 * halo + (4 * k + 1) * math.prod(tile)
+    if smem > _STATIC_SMEM:
+        raise ValueError(
+            f"tile {tile} needs {smem} bytes of shared memory a block with {k} arc "
+            f"planes, more than {_STATIC_SMEM}: use a smaller tile"
+        )
+    if local_iters is None and diag:
+        local_iters = _DIAG_LOCAL_ITERS[ndim]
+    elif local_iters is None:
         local_iters = _SMALL_2D_SCHEDULE["local_iters"] if small else _LOCAL_ITERS[ndim]
         if tail_iters is None and small:
             tail_iters = _SMALL_2D_SCHEDULE["tail_iters"]
     local_iters = int(local_iters)
     if sweeps_per_relabel is None:
-        sweeps_per_relabel = _SWEEPS_PER_RELABEL[ndim]
+        table = _DIAG_SWEEPS_PER_RELABEL if diag else _SWEEPS_PER_RELABEL
+        sweeps_per_relabel = table[ndim]
     tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
     tail_iters = local_iters if tail_iters is None else int(tail_iters)
     if walk_below is None:
         walk_below = int(n * _WALK_BELOW)
     if persist_below is None:
         persist_below = int(n * _PERSIST_BELOW)
-    bfs_mode = int(_BFS_MODE[ndim] if bfs_mode is None else bfs_mode)
+    if bfs_mode is None:
+        bfs_mode = 0 if diag else _BFS_MODE[ndim]
+    bfs_mode = int(bfs_mode)
     if not 0 <= bfs_mode <= 63:
         raise ValueError(f"bfs_mode must be in [0, 63], got {bfs_mode}")
+    if diag and bfs_mode:
+        raise ValueError(
+            f"bfs_mode must be 0 for a grid with diagonal arcs (K = {k}), got "
+            f"{bfs_mode}: the fused relabel has face arcs only"
+        )
     if incremental_below is None:
-        big = ndim == 2 and n >= _INCR_MIN_NODES
+        big = ndim == 2 and n >= _INCR_MIN_NODES and not diag
         incremental_below = int(n * _INCR_BELOW) if big else 0
     track = incremental_below > 0 and bfs_mode == 0 and walk_below <= 0
     if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:

@@ -314,7 +314,7 @@ def _check_capacities(
             raise ValueError(
                 f"edges: forward + backward capacity of an arc pair must be <= "
                 f"{INT32_MAX}, got {int(pair[bad])} between planes {2 * d} and "
-                f"{2 * d + 1} at index {bad}"
+                f"{2 * d + 1} at index {_node_of(bad, tail)}"
             )
     return source, sink, edges
 

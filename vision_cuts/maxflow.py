@@ -1,4 +1,5 @@
-"""Exact max-flow / min-cut on 2-D 4-connected and 3-D 6-connected grids."""
+"""Exact max-flow / min-cut on 2-D (4- or 8-connected) and 3-D (6-, 18- or
+26-connected) grids."""
 
 from __future__ import annotations
 
@@ -122,16 +123,6 @@ def maxflow_grid(
             return MinCut(int(flow), labels, stats)
         graph = grid_graph(energy, sink, edges, scale=scale)
     which = resolve_backend(backend, graph.source)
-    planes = graph.edges.shape[0]
-    if which == "gpu" and planes != 2 * graph.ndim:
-        # the device kernels have the 4- and 6-connected grids only
-        if backend == "gpu":
-            raise ValueError(
-                f"backend='gpu' solves 4-connected 2-D and 6-connected 3-D grids "
-                f"(K = {2 * graph.ndim} planes); this graph has K = {planes}: use "
-                "backend='cpu' or 'auto'"
-            )
-        which = "cpu"
     if which == "gpu":
         from ._maxflow_gpu import maxflow_grid_gpu
 
@@ -195,9 +186,9 @@ def _checked_on_device(
     source: Any, sink: Any, edges: Any, scale: Any, backend: str
 ) -> bool:
     """Whether capacity arrays go to the GPU as they are and are checked there after
-    the upload (int32 NumPy or CuPy arrays, no ``scale``, a neighbourhood the device
-    kernels have, the GPU backend): their shapes are checked here, their values by
-    ``gpr_validate`` (the same errors as :func:`grid_graph`'s)."""
+    the upload (int32 NumPy or CuPy arrays, no ``scale``, a non-empty grid, the GPU
+    backend): their shapes are checked here, their values by ``gpr_validate`` (the
+    same errors as :func:`grid_graph`'s)."""
     arrays = (source, sink, edges)
     if scale is not None or not (
         all(isinstance(a, np.ndarray) for a in arrays)
@@ -208,8 +199,8 @@ def _checked_on_device(
         return False
     if resolve_backend(backend, source) != "gpu":
         return False
-    planes = _check_capacity_shapes(source, sink, edges)
-    return planes == 2 * source.ndim and source.size > 0
+    _check_capacity_shapes(source, sink, edges)
+    return source.size > 0
 
 
 def _maxflow_warm(graph: GridEnergy, residual: Any) -> tuple[MinCut, Any]:

@@ -484,13 +484,18 @@ def _free_window(free: np.ndarray) -> tuple:
 
 
 def _window_weights(weights: np.ndarray, window: tuple) -> np.ndarray:
-    """The smoothness weights cut to ``window``; the +x and +y arcs leaving it are
-    zero (all such arcs are ignored by ``grid_energy`` anyway)."""
+    """The smoothness weights cut to ``window``; the arcs leaving it (+x, +y and, with
+    8 neighbours, +x+y, -x+y) are zero (all such arcs are ignored by ``grid_energy``
+    anyway)."""
     r0, r1, c0, c1 = window
     crop_w = weights[:, r0:r1, c0:c1].copy()
     if r1 > r0:
         crop_w[0, :, -1] = 0
         crop_w[1, -1, :] = 0
+        if len(crop_w) == 4:
+            crop_w[2:, -1, :] = 0
+            crop_w[2, :, -1] = 0
+            crop_w[3, :, 0] = 0
     return crop_w
 
 
@@ -632,13 +637,6 @@ def grabcut(
     """
     planes = connectivity_planes(connectivity, 2)
     which = resolve_backend(backend, image)
-    if which == "gpu" and planes != 4:
-        if backend == "gpu":
-            raise ValueError(
-                "backend='gpu' runs GrabCut with connectivity=4; got connectivity="
-                f"{connectivity!r}: use backend='cpu' or 'auto'"
-            )
-        which = "cpu"
     if smoothness is None:
         smoothness = 120.0 if planes == 4 else 50.0
     xp = _xp_of(which)

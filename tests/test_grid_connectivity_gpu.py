@@ -1,0 +1,167 @@
+"""The diagonal neighbourhoods on the GPU: 8-connected 2-D and 18- / 26-connected 3-D
+grids by the push-relabel kernels with 2**ndim checkerboard colours, exact against
+SciPy, PyMaxflow and the CPU solver.
+
+Marker ``gpu``: skipped without CuPy and a device unless ``VISION_CUTS_REQUIRE_GPU=1``.
+Flows must equal the oracle's exactly and every cut must have capacity equal to the
+flow; label images are not compared (minimum cuts are not unique). Repeated solves
+catch races between tiles that touch at an edge or a corner only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _helpers import direction_step, pymaxflow_mincut, scipy_maxflow
+from test_grid_connectivity import CASES, random_planes
+
+from vision_cuts import grid_energy, grid_graph, maxflow_grid, segment
+from vision_cuts._maxflow_cpu import maxflow_grid_cpu
+
+pytestmark = pytest.mark.gpu
+
+INT32_MAX = 2**31 - 1
+# small tiles: most nodes sit on a tile's edge or corner, so most diagonal pushes
+# cross into another tile
+SMALL_TILE = {2: (4, 4, 1), 3: (4, 2, 2)}
+BIGGER = [((70, 90), 8), ((33, 65), 8), ((19, 17, 21), 18), ((19, 17, 21), 26),
+          ((9, 40, 33), 26)]  # fmt: skip
+
+
+def _solve(src, snk, e, **kw):
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+
+    return maxflow_grid_gpu(src, snk, e, max_rounds=20000, **kw)
+
+
+def _check(src, snk, e, want, repeats=2, **kw):
+    g = grid_graph(src, snk, e)
+    for _ in range(repeats):
+        f, labels, stats = _solve(g.source, g.sink, g.edges, **kw)
+        assert stats["backend"] == "gpu"
+        assert f == want, (f, want, stats)
+        assert g.energy(labels.get()) == f
+    return stats
+
+
+@pytest.mark.parametrize(("shape", "planes"), CASES + BIGGER)
+def test_gpu_flow_equals_scipy(rng, shape, planes):
+    pytest.importorskip("cupy")
+    for density in (0.7, 1.0):
+        src, snk, e = random_planes(rng, shape, planes, density=density)
+        stats = _check(src, snk, e, scipy_maxflow(src, snk, e))
+        assert stats["bfs_mode"] == 0 and stats["incremental_relabels"] == 0
+
+
+@pytest.mark.parametrize(("shape", "planes"), [((37, 29), 8), ((10, 9, 11), 26),
+                                               ((7, 12, 9), 18)])  # fmt: skip
+def test_gpu_small_tiles(rng, shape, planes):
+    pytest.importorskip("cupy")
+    nd = len(shape)
+    for _ in range(3):
+        src, snk, e = random_planes(rng, shape, planes, high=30)
+        want = scipy_maxflow(src, snk, e)
+        tile = SMALL_TILE[nd]
+        _check(src, snk, e, want, repeats=3, tile=tile, bfs_tile=tile)
+
+
+def test_gpu_diagonals_only(rng):
+    # only diagonal arcs carry flow: every augmenting path uses the corner hand-over
+    for shape, planes in (((40, 50), 8), ((12, 14, 10), 26)):
+        src, snk, e = random_planes(rng, shape, planes, high=60, density=1.0)
+        e[: 2 * len(shape)] = 0
+        _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=3)
+
+
+@pytest.mark.parametrize("connectivity", [8, 26])
+def test_gpu_segmentation_equals_pymaxflow(connectivity):
+    """Contrast-sensitive segmentation energies on a real picture (2-D) and a
+    synthetic volume (3-D), diagonals weighted by 1 / length, against PyMaxflow."""
+    pytest.importorskip("cupy")
+    if connectivity == 8:
+        from skimage import data
+
+        img = data.camera()[::2, ::2].astype(np.float32) / 255.0
+    else:
+        from scipy import ndimage
+
+        noise = np.random.default_rng(4).random((40, 44, 36))
+        img = ndimage.gaussian_filter(noise, 3.0).astype(np.float32)
+        img = (img - img.min()) / max(float(img.max() - img.min()), 1e-6)
+    fg, bg = (img - 0.7) ** 2, (img - 0.2) ** 2
+    unary = np.rint(np.stack([fg, bg], axis=-1) * 200).astype(np.int64)
+    D = connectivity // 2
+    steps = [np.array(direction_step(2 * d, img.ndim)) for d in range(D)]
+    w = np.zeros((D, *img.shape), np.int64)
+    for d, st in enumerate(steps):
+        shifted = img
+        for ax, s in enumerate(st):
+            shifted = np.roll(shifted, -int(s), axis=ax)
+        w[d] = np.rint(40 * np.exp(-((img - shifted) ** 2) * 30) / np.linalg.norm(st))
+    energy = grid_energy(unary, weights=w, connectivity=connectivity)
+    flow, _ = pymaxflow_mincut(energy.source, energy.sink, energy.edges)
+    cut = maxflow_grid(energy, backend="gpu")
+    assert cut.flow == flow
+    assert energy.energy(cut.labels) == energy.constant + flow
+    labels = segment(unary, w, connectivity=connectivity, backend="gpu")
+    assert energy.energy(labels) == energy.constant + flow
+
+
+def test_gpu_numpy_inputs_checked_on_device(rng):
+    """int32 NumPy capacities of a diagonal grid go to the device unchecked; the
+    device finds the same errors as grid_graph, names the diagonal planes, and ignores
+    the arcs that leave the grid."""
+    pytest.importorskip("cupy")
+    for shape, planes in (((6, 7), 8), ((3, 4, 5), 26), ((4, 3, 5), 18)):
+        src, snk, e = random_planes(rng, shape, planes)
+        full = np.where(e == 0, 9, e).astype(np.int32)  # border entries too
+        keep = full.copy()
+        cut = maxflow_grid(src, snk, full, backend="gpu")
+        np.testing.assert_array_equal(full, keep)  # the caller's array is untouched
+        assert cut.flow == maxflow_grid(src, snk, full, backend="cpu").flow
+        assert isinstance(cut.labels, np.ndarray)
+        for k in (planes - 1, planes - 2):
+            bad = full.copy()
+            bad[(k, *(1,) * len(shape))] = -3
+            with pytest.raises(ValueError) as got:
+                maxflow_grid(src, snk, bad, backend="gpu")
+            with pytest.raises(ValueError) as want:
+                grid_graph(src, snk, bad)
+            assert str(got.value) == str(want.value)
+        # an arc pair beyond int32 on the last diagonal direction
+        d = planes // 2 - 1
+        st = np.array(direction_step(2 * d, len(shape)))
+        p = np.array((1,) * len(shape))
+        q = p + st
+        bad = full.copy()
+        bad[(2 * d, *p)] = INT32_MAX - 5
+        bad[(2 * d + 1, *q)] = 10
+        with pytest.raises(ValueError, match=f"planes {2 * d} and {2 * d + 1}") as got:
+            maxflow_grid(src, snk, bad, backend="gpu")
+        with pytest.raises(ValueError) as want:
+            grid_graph(src, snk, bad)
+        assert str(got.value) == str(want.value)
+
+
+def test_gpu_diagonals_large_capacities(rng):
+    # capacities near int32 max, each arc pair within it: excess sums beyond 2**32
+    for shape, planes in (((45, 38), 8), ((11, 13, 12), 26)):
+        src = rng.integers(INT32_MAX // 2, INT32_MAX, size=shape).astype(np.int32)
+        snk = rng.integers(INT32_MAX // 2, INT32_MAX, size=shape).astype(np.int32)
+        src[rng.random(shape) < 0.4] = 0
+        e = rng.integers(0, INT32_MAX // 2, size=(planes, *shape)).astype(np.int32)
+        g = grid_graph(src, snk, e)
+        want = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]
+        _check(src, snk, e, want)
+
+
+def test_gpu_diagonal_arguments():
+    cupy = pytest.importorskip("cupy")
+    src = cupy.zeros((5, 6, 7), cupy.int32)
+    e = cupy.zeros((26, 5, 6, 7), cupy.int32)
+    with pytest.raises(ValueError, match="bfs_mode must be 0"):
+        _solve(src, src, e, bfs_mode=3)
+    with pytest.raises(ValueError, match="shared memory"):
+        _solve(src, src, e, tile=(16, 8, 8))
+    with pytest.raises(ValueError, match=r"K in \(6, 18, 26\)"):
+        _solve(src, src, e[:8])
