@@ -200,8 +200,6 @@ def method_fns(backends, args):
     }
     for conn in args.connectivity:
         for be in backends:
-            if conn != 4 and be == "gpu":
-                continue  # the device cuts are 4-connected
             name = be if conn == 4 else f"{be}-{conn}conn"
             fns[name] = lambda im, r, f, b, be=be, conn=conn: ours_grabcut(
                 im, r, f, b, iterations=args.iterations, backend=be, connectivity=conn

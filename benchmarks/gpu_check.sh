@@ -92,7 +92,7 @@ if want diagonal; then
     fi
 fi
 if want grabcut && have_data grabcut; then
-    python3 -P benchmarks/eval_grabcut.py --backend cpu gpu \
+    python3 -P benchmarks/eval_grabcut.py --backend cpu gpu --connectivity 4 8 \
         --json "$OUT/eval_grabcut.json" 2>&1 | tee "$OUT/eval_grabcut.log" || rc=1
     python3 -P benchmarks/eval_grabcut.py --backend cpu gpu --size-test \
         --json "$OUT/eval_grabcut_1080p.json" 2>&1 | tee "$OUT/eval_grabcut_1080p.log" \

@@ -75,15 +75,20 @@ _INT32_MAX = 2**31 - 1
 _MAX_NODES = _INF - 16  # finite heights are <= n < _INF
 _TILES = {2: (32, 32, 1), 3: (16, 8, 8)}
 _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
-# grids with diagonal arcs (8-connected 2-D, 18- and 26-connected 3-D): push tiles,
-# local rounds and sweeps a relabel per grid dimension. Their tile holds K shared
-# planes of residual capacities, so 3-D tiles are smaller (26 planes of 8 x 8 x 4
-# nodes: 27 KiB of the 48 KiB a block may declare); the global relabel is the plain
-# tile BFS (gbfs_init, gbfs_persistent, gpr_count_active: the bit-mask, fused and
-# incremental relabels have face arcs only)
-_DIAG_TILES = {2: (32, 8, 1), 3: (8, 8, 4)}
-_DIAG_LOCAL_ITERS = {2: 16, 3: 16}
-_DIAG_SWEEPS_PER_RELABEL = {2: 2, 3: 1}
+# grids with diagonal arcs (8-connected 2-D, 18- and 26-connected 3-D): push tile,
+# local rounds and sweeps a relabel per number of planes. A push tile holds K shared
+# planes of residual capacities within the 48 KiB a block may declare, so 3-D tiles
+# are smaller; the global relabel is the plain tile BFS (gbfs_init, gbfs_persistent,
+# gpr_count_active, BFS tiles _BFS_TILES: the bit-mask, fused and incremental
+# relabels have face arcs only). Chosen on an H100 from 72 settings each
+# (benchmarks/NOTES_gpu_grid.md, diagonal round): astronaut 8-connected 2 MP 16.4 ms
+# (20.7 with the first guess, 32 x 8 tiles, 16 rounds, 2 sweeps), 0.3 MP 6.6 ms;
+# 128^3 volumes, 26-connected 10.4 ms (18.1), 18-connected 6.0 ms (8.8)
+_DIAG_SCHEDULE = {
+    8: {"tile": (32, 32, 1), "local_iters": 32, "sweeps_per_relabel": 3},
+    18: {"tile": (8, 8, 8), "local_iters": 16, "sweeps_per_relabel": 2},
+    26: {"tile": (8, 4, 4), "local_iters": 8, "sweeps_per_relabel": 2},
+}
 _STATIC_SMEM = 48 * 1024  # bytes of static shared memory a block may declare
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
@@ -367,7 +372,7 @@ class _Solver:
         self.shape = shape
         self.ndim = len(shape)
         self.k = k = 2 * self.ndim if k is None else int(k)
-        self.diag = k > 2 * self.ndim  # diagonal arcs (see _DIAG_TILES)
+        self.diag = k > 2 * self.ndim  # diagonal arcs (see _DIAG_SCHEDULE)
         self.n = n = int(np.prod(shape))
         nz, ny, nx = (1, *shape) if self.ndim == 2 else shape
         tx, ty, tz = tile
@@ -1014,17 +1019,18 @@ def maxflow_grid_gpu(
     tile : tuple of int, optional
         Tile shape ``(TILE_X, TILE_Y, TILE_Z)``, x first, powers of two up to 32, at
         most 1024 nodes, ``TILE_Z = 1`` in 2-D, its K shared planes within 48 KiB.
-        Default (32, 32, 1) in 2-D, (32, 8, 1) for 2-D grids of fewer than 2**21
-        nodes and for 8-connected ones, (16, 8, 8) in 3-D and (8, 8, 4) for 18- and
-        26-connected grids.
+        Default (32, 32, 1) in 2-D (also 8-connected), (32, 8, 1) for 4-connected 2-D
+        grids of fewer than 2**21 nodes, (16, 8, 8) in 3-D, (8, 8, 8) 18-connected
+        and (8, 4, 4) 26-connected.
     bfs_tile : tuple of int, optional
         Tile shape of the global relabel, same rules as ``tile``. Default (16, 16, 1)
         in 2-D and (16, 4, 4) in 3-D with a default ``tile``, else ``tile``.
     local_iters : int, optional
         Push / relabel rounds per tile and launch (default 32 in 2-D, 16 for 2-D grids
-        of fewer than 2**21 nodes, with diagonal arcs and in 3-D).
+        of fewer than 2**21 nodes and in 3-D; with diagonal arcs ``_DIAG_SCHEDULE``).
     sweeps_per_relabel : int, optional
-        Sweeps between two global relabels (default 2 in 2-D, 1 in 3-D).
+        Sweeps between two global relabels (default 2 in 2-D, 1 in 3-D; with
+        diagonal arcs ``_DIAG_SCHEDULE``).
     tail_sweeps : int, optional
         Sweeps between global relabels once fewer than ``n / 1024`` nodes are active
         (default: ``sweeps_per_relabel``).
@@ -1120,12 +1126,16 @@ def maxflow_grid_gpu(
     small = ndim == 2 and n < _SMALL_2D_BELOW and not diag
     if tile is None:
         if diag:
-            tile = _DIAG_TILES[ndim]
+            tile = _DIAG_SCHEDULE[k]["tile"]
         else:
             tile = _SMALL_2D_SCHEDULE["tile"] if small else _TILES[ndim]
     tile = tuple(tile)
     if bfs_tile is None:
-        default = tile in (_TILES[ndim], _SMALL_2D_SCHEDULE["tile"], _DIAG_TILES[ndim])
+        default = tile in (
+            _TILES[ndim],
+            _SMALL_2D_SCHEDULE["tile"],
+            _DIAG_SCHEDULE.get(k, {}).get("tile"),
+        )
         bfs_tile = _BFS_TILES[ndim] if default else tile
         if ndim == 2 and _BFS_WARP and not diag:
             bfs_tile = (32, 32, 1)
@@ -1152,15 +1162,17 @@ def maxflow_grid_gpu(
             f"planes, more than {_STATIC_SMEM}: use a smaller tile"
         )
     if local_iters is None and diag:
-        local_iters = _DIAG_LOCAL_ITERS[ndim]
+        local_iters = _DIAG_SCHEDULE[k]["local_iters"]
     elif local_iters is None:
         local_iters = _SMALL_2D_SCHEDULE["local_iters"] if small else _LOCAL_ITERS[ndim]
         if tail_iters is None and small:
             tail_iters = _SMALL_2D_SCHEDULE["tail_iters"]
     local_iters = int(local_iters)
     if sweeps_per_relabel is None:
-        table = _DIAG_SWEEPS_PER_RELABEL if diag else _SWEEPS_PER_RELABEL
-        sweeps_per_relabel = table[ndim]
+        if diag:
+            sweeps_per_relabel = _DIAG_SCHEDULE[k]["sweeps_per_relabel"]
+        else:
+            sweeps_per_relabel = _SWEEPS_PER_RELABEL[ndim]
     tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
     tail_iters = local_iters if tail_iters is None else int(tail_iters)
     if walk_below is None:
