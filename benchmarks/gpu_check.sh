@@ -7,8 +7,9 @@
 #   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run
 #   diagonal    the diagonal neighbourhoods: their GPU tests, then the grid benchmark
 #               with 8-connected pictures (4-connected beside them) and 18- / 26-
-#               connected volumes, PyMaxflow and the CPU in the same run, and GrabCut
-#               with 4 and 8 neighbours on the GPU against cv2.grabCut
+#               connected volumes, PyMaxflow and the CPU in the same run, the cut-time
+#               distribution of multi-label moves and volumes (diag_cut_times.py), and
+#               GrabCut with 4 and 8 neighbours on the GPU against cv2.grabCut
 #   grabcut     GrabCut evaluation against cv2.grabCut, plus the 1920x1080 size test
 #               and every call's first and median time from an empty kernel cache
 #   assignment  assignment benchmark against SciPy and lap in the same run
@@ -85,6 +86,8 @@ if want diagonal; then
         --connectivity 4 8 --volumes 64 128 --volume-connectivity 6 18 26 \
         --json "$OUT/bench_grid_diagonal.json" 2>&1 | tee "$OUT/bench_grid_diagonal.log" \
         || rc=1
+    python3 -P benchmarks/diag_cut_times.py --json "$OUT/cut_times.json" 2>&1 \
+        | tee "$OUT/cut_times.log" || rc=1
     if have_data "GrabCut with 8 neighbours"; then
         python3 -P benchmarks/eval_grabcut.py --backend gpu --connectivity 4 8 \
             --json "$OUT/eval_grabcut_connectivity.json" 2>&1 \
