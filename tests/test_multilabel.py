@@ -236,3 +236,126 @@ def test_model_checks():
         minimize_labels(u, init=np.full((2, 3), 3))
     with pytest.raises(ValueError, match="init must be integer labels"):
         minimize_labels(u, init=np.zeros((3, 2), dtype=int))
+
+
+def _full_grid_swap(unary, model, weights, conn, init, max_cycles):
+    """minimize_labels' swap loop on the full-grid move graph (``_move``), the
+    construction the CPU's compact swap moves replace: labels, energy, cycles."""
+    from vision_cuts.multilabel import _check, _energy, _move
+
+    u, v, w, D = _check(unary, model, weights, conn)
+    lab = np.argmin(u, axis=-1) if init is None else np.asarray(init, np.int64)
+    energy = _energy(u, v, w, D, lab)
+    cycles = []
+    for _ in range(max_cycles):
+        start, cuts, better = energy, 0, 0
+        for a, b in itertools.combinations(range(u.shape[-1]), 2):
+            inside = (lab == a) | (lab == b)
+            if not inside.any():
+                continue
+            zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
+            proposal, e = _move(u, v, w, D, zero, one, 2 * D, "cpu")
+            cuts += 1
+            if e < energy:
+                lab, energy, better = proposal, e, better + 1
+        cycles.append({"energy": energy, "cuts": cuts, "improving_moves": better})
+        if energy >= start:
+            break
+    return lab, energy, cycles
+
+
+SWAP_CASES = [
+    ((14, 17), 4, "potts", False, False),
+    ((13, 16), 8, ("truncated_quadratic", 5), True, False),
+    ((12, 15), 4, "matrix", True, True),  # some labels absent
+    ((5, 6, 7), 6, ("truncated_linear", 2), True, False),
+    ((4, 5, 6), 18, "potts", False, True),
+    ((4, 5, 6), 26, "matrix", True, False),
+    ((1, 30), 8, "potts", True, False),
+]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "ranges"])
+@pytest.mark.parametrize(
+    ("grid", "conn", "model", "weighted", "absent"),
+    SWAP_CASES,
+    ids=[f"{len(c[0])}d-{c[1]}-{i}" for i, c in enumerate(SWAP_CASES)],
+)
+def test_swap_follows_the_full_grid_moves(
+    monkeypatch, grid, conn, model, weighted, absent, split
+):
+    """The CPU swap builds each move's graph over the nodes labelled alpha or beta
+    only (and may solve it in ranges side by side): the same labels, energies and
+    cycle statistics as the full-grid move graph, move for move."""
+    from vision_cuts import multilabel
+    from vision_cuts.grid import connectivity_planes
+
+    if split:  # ranges of a single node and up, three of them
+        monkeypatch.setattr(multilabel, "_MIN_PART", 1)
+        monkeypatch.setattr(multilabel, "default_threads", lambda: 3)
+    rng = np.random.default_rng(len(grid) * 100 + conn)
+    nl = 6
+    if model == "matrix":  # a random semi-metric
+        model = rng.integers(1, 9, (nl, nl))
+        model = model + model.T
+        np.fill_diagonal(model, 0)
+    unary = rng.integers(-4, 16, (*grid, nl))
+    D = connectivity_planes(conn, len(grid)) // 2
+    w = rng.integers(0, 4, (D, *grid)) if weighted else None
+    init = rng.choice([0, 2, 5], grid) if absent else None
+    ours = minimize_labels(
+        unary, model, weights=w, method="swap", connectivity=conn, init=init,
+        max_cycles=6, backend="cpu",
+    )  # fmt: skip
+    lab, energy, cycles = _full_grid_swap(unary, model, w, conn, init, 6)
+    np.testing.assert_array_equal(ours.labels, lab)
+    assert ours.energy == energy
+    assert ours.stats["cycles"] == cycles
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "ranges"])
+@pytest.mark.parametrize("conn", [4, 8])
+def test_compact_swap_move_is_the_full_grid_cut(rng, conn, split):
+    """Every swap move, applied whatever its gain: the compact graph's cut takes
+    the full-grid move graph's labels and energy (the smallest source side, so
+    ties are broken the same way)."""
+    from vision_cuts.multilabel import _check, _CompactSwap, _energy, _move
+
+    nl = 5
+    unary = rng.integers(0, 6, (11, 13, nl))  # small costs: many ties
+    u, v, w, D = _check(unary, ("truncated_linear", 2), None, conn)
+    big = 10**12
+    for _ in range(3):
+        lab = rng.integers(0, nl, u.shape[:-1])
+        lab[lab == 3] = 1  # label 3 absent
+        cur = _energy(u, v, w, D, lab)
+        for a, b in itertools.combinations(range(nl), 2):
+            inside = (lab == a) | (lab == b)
+            state = _CompactSwap(u, v, w, D, lab, parts=3 if split else 1, min_part=1)
+            e = state.move(a, b, big)  # lower than big: always applied
+            if not inside.any():
+                assert e is None
+                continue
+            zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
+            proposal, e_full = _move(u, v, w, D, zero, one, 2 * D, "cpu")
+            assert e - big + cur == e_full
+            np.testing.assert_array_equal(state.labels(), proposal)
+
+
+def test_swap_moves_beyond_int32_are_refused():
+    u = np.zeros((3, 4, 3), np.int64)
+    u[..., 1] = 2**32
+    with pytest.raises(ValueError, match="source capacities of a move exceed int32"):
+        minimize_labels(u, "potts", method="swap", backend="cpu")
+    u = np.zeros((3, 4, 3), np.int64)
+    u[..., 0] = 2**32
+    with pytest.raises(ValueError, match="sink capacities of a move exceed int32"):
+        minimize_labels(u, "potts", method="swap", backend="cpu")
+    u = np.zeros((3, 4, 3), np.int64)
+    w = np.full((2, 3, 4), 2**30, np.int64)
+    init = np.array([[0, 2, 0, 2]] * 3)
+    with pytest.raises(ValueError, match="edges capacities of a move exceed int32"):
+        minimize_labels(
+            u, ("truncated_linear", 2), weights=w, init=init, method="swap",
+            backend="cpu",
+        )  # fmt: skip

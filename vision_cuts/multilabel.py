@@ -24,6 +24,7 @@ import numba as nb
 import numpy as np
 
 from ._backend import resolve_backend, to_numpy
+from ._maxflow_cpu import default_threads
 from ._validate import INT32_MAX
 from .exceptions import NonSubmodularError
 from .grid import GridEnergy, _arc_views, connectivity_planes, neighbour_offsets
@@ -317,6 +318,683 @@ def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
     return np.where(take, one, zero), energy.constant + cut.flow
 
 
+# ---- alpha-beta swap on the CPU: each move's graph over its own nodes only -----------
+#
+# A swap move offers a choice only to the nodes labelled alpha or beta; every other
+# node is isolated in the full-grid move graph (no arc capacity, equal terminals), so
+# the move is the same cut on the compact graph of the participating nodes, their
+# neighbours outside the pair folded into the terminal capacities. The cut is the
+# same one too: the CPU solver labels 0 the nodes the source reaches in the final
+# residual graph, the smallest source side of all minimum cuts, which depends on the
+# move's energy only, not on the graph that represents it or the order of the search.
+# Compact node record (int32, S = 2 K + 4 fields): [0, K) residual capacity of the
+# arc of plane k, K terminal residual (> 0 from the source), K + 1 timestamp, K + 2
+# distance, K + 3 tree / queued / parent code as in ``_maxflow_cpu``, [K + 4, 2 K + 4)
+# the compact index of the neighbour in plane k (the dead record ``cap`` when none).
+
+_TERMINAL = 30
+_ORPHAN = 31
+_INF_D = 1 << 30
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _cpar(st, b):
+    return (st[b] >> 4) - 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _cset_par(st, b, a):
+    st[b] = (st[b] & 15) | ((a + 1) << 4)
+
+
+@nb.njit(cache=True, nogil=True)
+def _compact_greedy(st, K, lo, hi):  # pragma: no cover
+    """Augment every path source -> p -> q -> sink along one arc, in one sweep over
+    the nodes [lo, hi)."""
+    S = 2 * K + 4
+    NB = K + 4
+    flow = np.int64(0)
+    for p in range(lo, hi):
+        base = p * S
+        e = st[base + K]
+        if e <= 0:
+            continue
+        for k in range(K):
+            r = st[base + k]
+            if r > 0:
+                qb = st[base + NB + k] * S
+                dq = st[qb + K]
+                if dq < 0:
+                    d = e
+                    if r < d:
+                        d = r
+                    if -dq < d:
+                        d = -dq
+                    st[base + k] = r - d
+                    st[qb + (k ^ 1)] += d
+                    st[qb + K] = dq + d
+                    e -= d
+                    flow += d
+                    if e == 0:
+                        break
+        st[base + K] = e
+    return flow
+
+
+@nb.njit(cache=True, nogil=True)
+def _compact_roots(st, K, lo, hi, queue):  # pragma: no cover
+    """Make every node of [lo, hi) with terminal residual a tree root, queued."""
+    S = 2 * K + 4
+    n = 0
+    for p in range(lo, hi):
+        b = p * S
+        r = st[b + K]
+        if r != 0:
+            st[b + K + 3] = (1 if r > 0 else 2) | 4 | ((_TERMINAL + 1) << 4)
+            st[b + K + 2] = 1
+            queue[n] = p
+            n += 1
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def _compact_bk(st, K, lo, hi, queue, qlen, orph, now0):  # pragma: no cover
+    """Boykov-Kolmogorov max-flow on the compact records (the grid solver of
+    ``_maxflow_cpu``, the neighbours read from the records), continuing from the
+    trees in ``st`` and the ``qlen`` active nodes at the front of ``queue``; the
+    nodes it may touch lie in [lo, hi), ``queue`` and ``orph`` hold one slot per
+    node of the range. Returns (flow, clock); at the end the source tree holds
+    exactly the nodes the source reaches."""
+    S = 2 * K + 4
+    NB = K + 4
+    TR = K
+    TS = K + 1
+    DI = K + 2
+    FL = K + 3
+    qcap = queue.shape[0]
+    ocap = orph.shape[0]
+    qhead = 0
+    qtail = qlen
+    if qtail == qcap:
+        qtail = 0
+    flow = np.int64(0)
+    now = now0
+    cur = -1
+    while True:
+        # ---- pick an active node -------------------------------------------------
+        i = -1
+        if cur >= 0 and (st[cur * S + FL] >> 4) != 0:
+            i = cur
+        else:
+            cur = -1
+            while qlen > 0:
+                c = queue[qhead]
+                qhead += 1
+                if qhead == qcap:
+                    qhead = 0
+                qlen -= 1
+                cb = c * S + FL
+                st[cb] &= ~4
+                if (st[cb] >> 4) != 0:
+                    i = c
+                    break
+            if i < 0:
+                break
+        # ---- grow ----------------------------------------------------------------
+        mi = -1  # tail of the meeting arc (source-tree side)
+        mk = -1  # its plane
+        ib = i * S
+        ti = st[ib + FL] & 3
+        tsi = st[ib + TS]
+        di = st[ib + DI]
+        if ti == 1:
+            for k in range(K):
+                if st[ib + k] > 0:
+                    j = st[ib + NB + k]
+                    jb = j * S
+                    fj = st[jb + FL]
+                    if (fj >> 4) == 0:
+                        st[jb + FL] = (fj & 4) | 1 | (((k ^ 1) + 1) << 4)
+                        st[jb + TS] = tsi
+                        st[jb + DI] = di + 1
+                        if (fj & 4) == 0:
+                            st[jb + FL] |= 4
+                            queue[qtail] = j
+                            qtail += 1
+                            if qtail == qcap:
+                                qtail = 0
+                            qlen += 1
+                    elif (fj & 3) == 2:
+                        mi = i
+                        mk = k
+                        break
+                    elif st[jb + TS] <= tsi and st[jb + DI] > di:
+                        st[jb + FL] = (fj & 15) | (((k ^ 1) + 1) << 4)
+                        st[jb + TS] = tsi
+                        st[jb + DI] = di + 1
+        else:
+            for k in range(K):
+                j = st[ib + NB + k]
+                jb = j * S
+                if st[jb + (k ^ 1)] > 0:
+                    fj = st[jb + FL]
+                    if (fj >> 4) == 0:
+                        st[jb + FL] = (fj & 4) | 2 | (((k ^ 1) + 1) << 4)
+                        st[jb + TS] = tsi
+                        st[jb + DI] = di + 1
+                        if (fj & 4) == 0:
+                            st[jb + FL] |= 4
+                            queue[qtail] = j
+                            qtail += 1
+                            if qtail == qcap:
+                                qtail = 0
+                            qlen += 1
+                    elif (fj & 3) == 1:
+                        mi = j
+                        mk = k ^ 1
+                        break
+                    elif st[jb + TS] <= tsi and st[jb + DI] > di:
+                        st[jb + FL] = (fj & 15) | (((k ^ 1) + 1) << 4)
+                        st[jb + TS] = tsi
+                        st[jb + DI] = di + 1
+        now += 1
+        if now >= (1 << 30):  # keep timestamps in int32: restart the clock
+            for p in range(lo, hi):
+                st[p * S + TS] = 0
+            now = 1
+        if mi < 0:
+            cur = -1
+            continue
+        cur = i
+        # ---- augment -------------------------------------------------------------
+        mj = st[mi * S + NB + mk]
+        bneck = st[mi * S + mk]
+        v = mi
+        while True:
+            a = _cpar(st, v * S + FL)
+            if a == _TERMINAL:
+                break
+            u = st[v * S + NB + a]
+            r = st[u * S + (a ^ 1)]
+            if r < bneck:
+                bneck = r
+            v = u
+        if st[v * S + TR] < bneck:
+            bneck = st[v * S + TR]
+        v = mj
+        while True:
+            a = _cpar(st, v * S + FL)
+            if a == _TERMINAL:
+                break
+            r = st[v * S + a]
+            if r < bneck:
+                bneck = r
+            v = st[v * S + NB + a]
+        if -st[v * S + TR] < bneck:
+            bneck = -st[v * S + TR]
+        st[mi * S + mk] -= bneck
+        st[mj * S + (mk ^ 1)] += bneck
+        # orphan deque: augment pushes to the front, adoption to the rear
+        ohead = 0
+        olen = 0
+        v = mi
+        while True:
+            vb = v * S
+            a = _cpar(st, vb + FL)
+            if a == _TERMINAL:
+                break
+            u = st[vb + NB + a]
+            st[vb + a] += bneck
+            st[u * S + (a ^ 1)] -= bneck
+            if st[u * S + (a ^ 1)] == 0:
+                _cset_par(st, vb + FL, _ORPHAN)
+                ohead -= 1
+                if ohead < 0:
+                    ohead += ocap
+                orph[ohead] = v
+                olen += 1
+            v = u
+        st[v * S + TR] -= bneck
+        if st[v * S + TR] == 0:
+            _cset_par(st, v * S + FL, _ORPHAN)
+            ohead -= 1
+            if ohead < 0:
+                ohead += ocap
+            orph[ohead] = v
+            olen += 1
+        v = mj
+        while True:
+            vb = v * S
+            a = _cpar(st, vb + FL)
+            if a == _TERMINAL:
+                break
+            u = st[vb + NB + a]
+            st[u * S + (a ^ 1)] += bneck
+            st[vb + a] -= bneck
+            if st[vb + a] == 0:
+                _cset_par(st, vb + FL, _ORPHAN)
+                ohead -= 1
+                if ohead < 0:
+                    ohead += ocap
+                orph[ohead] = v
+                olen += 1
+            v = u
+        st[v * S + TR] += bneck
+        if st[v * S + TR] == 0:
+            _cset_par(st, v * S + FL, _ORPHAN)
+            ohead -= 1
+            if ohead < 0:
+                ohead += ocap
+            orph[ohead] = v
+            olen += 1
+        flow += bneck
+        # ---- adopt ---------------------------------------------------------------
+        now += 1
+        while olen > 0:
+            o = orph[ohead]
+            ohead += 1
+            if ohead == ocap:
+                ohead = 0
+            olen -= 1
+            ob = o * S
+            to = st[ob + FL] & 3
+            dmin = _INF_D
+            amin = -1
+            for k in range(K):
+                j = st[ob + NB + k]
+                jb = j * S
+                if to == 1:
+                    ok = st[jb + (k ^ 1)] > 0
+                else:
+                    ok = st[ob + k] > 0
+                fj = st[jb + FL]
+                if ok and (fj & 3) == to and (fj >> 4) != 0:
+                    # distance of j to its terminal, if its origin is a terminal
+                    d = 0
+                    jj = j
+                    while True:
+                        jjb = jj * S
+                        if st[jjb + TS] == now:
+                            d += st[jjb + DI]
+                            break
+                        a = _cpar(st, jjb + FL)
+                        d += 1
+                        if a == _TERMINAL:
+                            st[jjb + TS] = now
+                            st[jjb + DI] = 1
+                            break
+                        if a == _ORPHAN:
+                            d = _INF_D
+                            break
+                        jj = st[jjb + NB + a]
+                    if d < _INF_D:
+                        if d < dmin:
+                            amin = k
+                            dmin = d
+                        jj = j
+                        while st[jj * S + TS] != now:
+                            jjb = jj * S
+                            st[jjb + TS] = now
+                            st[jjb + DI] = d
+                            d -= 1
+                            jj = st[jjb + NB + _cpar(st, jjb + FL)]
+            if amin >= 0:
+                _cset_par(st, ob + FL, amin)
+                st[ob + TS] = now
+                st[ob + DI] = dmin + 1
+            else:
+                for k in range(K):
+                    j = st[ob + NB + k]
+                    jb = j * S
+                    fj = st[jb + FL]
+                    if (fj & 3) == to and (fj >> 4) != 0:
+                        if to == 1:
+                            act = st[jb + (k ^ 1)] > 0
+                        else:
+                            act = st[ob + k] > 0
+                        if act and (fj & 4) == 0:
+                            st[jb + FL] |= 4
+                            queue[qtail] = j
+                            qtail += 1
+                            if qtail == qcap:
+                                qtail = 0
+                            qlen += 1
+                        a = (fj >> 4) - 1
+                        if a != _TERMINAL and a != _ORPHAN and st[jb + NB + a] == o:
+                            _cset_par(st, jb + FL, _ORPHAN)
+                            pos = ohead + olen
+                            if pos >= ocap:
+                                pos -= ocap
+                            orph[pos] = j
+                            olen += 1
+                st[ob + FL] &= 4  # free (keep the queued bit)
+    return flow, now
+
+
+@nb.njit(cache=True, nogil=True)
+def _swap_part(
+    uT, v, wp, labp, pos, off, a, b, st, pidx, lo, hi, dead, queue, orph, xarc,
+    xnb, xcap, out,
+):  # pragma: no cover  # fmt: skip
+    """The records of the compact nodes [lo, hi) of a swap move (see
+    :func:`_swap_move`), each node writing its own record only, then their
+    max-flow on their own. An arc to a node outside the range is held back (its
+    record field, neighbour and capacity in ``xarc`` / ``xnb`` / ``xcap``; the
+    record links to the dead node meanwhile). ``queue`` / ``orph``: the range's
+    slices. ``out``: (constant, the energy terms the move can change at the
+    current labels, an edge beyond int32 (0 / 1), the first node beyond int32 (0,
+    1 source, 2 sink), held-back arcs, flow, clock); no flow when beyond int32."""
+    K = off.shape[0]
+    S = 2 * K + 4
+    NB = K + 4
+    big = 2147483647
+    const = np.int64(0)
+    ecur = np.int64(0)
+    over_edge = False
+    over_node = 0
+    nx = 0
+    c2 = v[a, b] + v[b, a]
+    vba = v[b, a]
+    va = v[a]
+    vb = v[b]
+    for i in range(lo, hi):
+        pp = pidx[i]
+        isa = labp[pp] == a
+        s = uT[b, pp]  # cut when x = 1
+        t = uT[a, pp]  # cut when x = 0
+        ecur += t if isa else s
+        base = i * S
+        for d in range(K >> 1):
+            # forward plane: a participating head gets _move_graph's arc, A = E = 0
+            # (V(a, a) = V(b, b) = 0): lam = B + C, C to the tail's source and the
+            # head's sink, -C to the constant; a fixed one (or none: weight 0) a
+            # terminal cost
+            q = pp + off[2 * d]
+            lq = labp[q]
+            wd = wp[d, pp]
+            j = pos[q]
+            ca = wd * va[lq]
+            cb = wd * vb[lq]
+            cc = wd * vba
+            inp = j >= 0
+            lam = wd * c2 if inp else 0
+            over_edge |= lam > big
+            if j >= hi:  # a later range's node: held back
+                xarc[nx] = base + 2 * d
+                xnb[nx] = j
+                xcap[nx] = lam
+                nx += 1
+                j = -1
+                lam = 0
+            st[base + NB + 2 * d] = j if j >= 0 else dead
+            st[base + 2 * d] = lam
+            s += cc if inp else cb
+            t += 0 if inp else ca
+            const -= cc if inp else 0
+            ecur += ca if isa else cb
+            # backward plane: the participating tail has the arc
+            q = pp + off[2 * d + 1]
+            lq = labp[q]
+            wd = wp[d, q]
+            j = pos[q]
+            ca = wd * va[lq]
+            cb = wd * vb[lq]
+            inp = j >= 0
+            if inp and j < lo:  # an earlier range's node: held back
+                xarc[nx] = base + 2 * d + 1
+                xnb[nx] = j
+                xcap[nx] = 0
+                nx += 1
+                j = -1
+            st[base + NB + 2 * d + 1] = j if j >= 0 else dead
+            st[base + 2 * d + 1] = 0
+            s += 0 if inp else cb
+            t += wd * vba if inp else ca
+            ecur += 0 if inp else (ca if isa else cb)
+        mn = min(s, t)
+        const += mn
+        if over_node == 0:
+            if s - mn > big:
+                over_node = 1
+            elif t - mn > big:
+                over_node = 2
+        st[base + K] = s - t
+        st[base + K + 1] = 0
+        st[base + K + 2] = 0
+        st[base + K + 3] = 0
+    out[0] = const
+    out[1] = ecur
+    out[2] = over_edge
+    out[3] = over_node
+    out[4] = nx
+    if over_edge or over_node:
+        return
+    # the range's max-flow on its own
+    flow = _compact_greedy(st, K, lo, hi)
+    n = _compact_roots(st, K, lo, hi, queue)
+    f, now = _compact_bk(st, K, lo, hi, queue, n, orph, np.int32(0))
+    out[5] = flow + f
+    out[6] = now
+
+
+@nb.njit(cache=True, nogil=True, parallel=True)
+def _swap_move(
+    uT, v, wp, labp, ma, mb, pos, off, a, b, energy, st, pidx, queue, orph,
+    min_part, xarc, xnb, xcap, res,
+):  # pragma: no cover  # fmt: skip
+    """One alpha-beta swap move on the compact graph of the nodes labelled ``a`` or
+    ``b``, in the padded layout of :class:`_CompactSwap`: ``uT`` (L, .) the unary
+    costs, ``labp`` the labels (the sentinel L outside the grid), ``wp`` (D, .) the
+    weights (0 for arcs that leave the grid), ``pos`` (-1, restored on return) the
+    compact index of every node, ``off`` (K,) the step of every plane, ``v`` (L + 1,
+    L + 1) with a zero row and column for the sentinel. The cut x = 1 takes ``b``,
+    as the full-grid move's ``one``, with ``_move_graph``'s capacities and int32
+    check. ``ma`` / ``mb``: the nodes of ``a`` / ``b`` in raster order. The
+    compact nodes, in raster order, are cut into at most ``len(res)`` ranges of
+    ``min_part`` nodes or more, solved side by side (:func:`_swap_part`, the arcs
+    between them held back), then the arcs are put back and the search goes on
+    over all of them from the tree nodes at their ends, as
+    :func:`vision_cuts._maxflow_cpu.maxflow_grid_cpu` merges its strips: every
+    step an ordinary augmentation, the same cut. Applies the move to ``labp`` when
+    it lowers ``energy``. Returns (the move's energy, 0 or the first capacity
+    array beyond int32: 1 source, 2 sink, 3 edges, the nodes of ``a`` and of ``b``
+    after it)."""
+    K = off.shape[0]
+    S = 2 * K + 4
+    FL = K + 3
+    dead = queue.shape[0] - 1
+    # the nodes of a and of b, each in raster order, merged
+    na0 = ma.shape[0]
+    nb0 = mb.shape[0]
+    m = na0 + nb0
+    ia = 0
+    ib = 0
+    for i in range(m):
+        if ib == nb0 or (ia < na0 and ma[ia] < mb[ib]):
+            pp = ma[ia]
+            ia += 1
+        else:
+            pp = mb[ib]
+            ib += 1
+        pidx[i] = pp
+        pos[pp] = i
+    P = min(res.shape[0], m // min_part)
+    if P < 2:
+        P = 1
+    for c in nb.prange(P):
+        lo = m * c // P
+        hi = m * (c + 1) // P
+        _swap_part(
+            uT, v, wp, labp, pos, off, a, b, st, pidx, lo, hi, dead, queue[lo:hi],
+            orph[lo:hi], xarc[c], xnb[c], xcap[c], res[c],
+        )  # fmt: skip
+    const = np.int64(0)
+    ecur = np.int64(0)
+    flow = np.int64(0)
+    now = 0
+    over = 0
+    for c in range(P):
+        const += res[c, 0]
+        ecur += res[c, 1]
+        flow += res[c, 5]
+        now = max(now, res[c, 6])
+        if res[c, 2]:
+            over = 3
+        if over == 0:
+            over = res[c, 3]
+    if over:
+        for i in range(m):
+            pos[pidx[i]] = -1
+        return energy, over, ma, mb
+    if P > 1:  # put the held-back arcs in, go on from the trees at their ends
+        n = 0
+        for c in range(P):
+            for t in range(res[c, 4]):
+                f = xarc[c, t]
+                st[f] = xcap[c, t]
+                st[f + K + 4] = xnb[c, t]
+                for r in range(2):  # its tail and its head
+                    p = f // S if r == 0 else xnb[c, t]
+                    fl = p * S + FL
+                    if (st[fl] & 3) != 0 and (st[fl] & 4) == 0:
+                        st[fl] |= 4
+                        queue[n] = p
+                        n += 1
+        f, _ = _compact_bk(st, K, 0, m, queue[:m], n, orph[:m], np.int32(now + 1))
+        flow += f
+    for i in range(m):
+        pos[pidx[i]] = -1
+    e = energy - ecur + const + flow
+    if e >= energy:
+        return e, 0, ma, mb
+    na = 0
+    for i in range(m):
+        na += (st[i * S + FL] & 3) == 1  # the source side: x = 0, a
+    ma = np.empty(na, dtype=np.int64)
+    mb = np.empty(m - na, dtype=np.int64)
+    ia = 0
+    ib = 0
+    for i in range(m):
+        pp = pidx[i]
+        if (st[i * S + FL] & 3) == 1:
+            labp[pp] = a
+            ma[ia] = pp
+            ia += 1
+        else:
+            labp[pp] = b
+            mb[ib] = pp
+            ib += 1
+    return e, 0, ma, mb
+
+
+@nb.njit(cache=True, nogil=True)
+def _pad_unary(u, labp, uT):  # pragma: no cover
+    """``uT[l, pp] = u[o, l]`` for the o-th real node pp (label < L) of ``labp``."""
+    nlabels = u.shape[1]
+    o = 0
+    for pp in range(labp.shape[0]):
+        if labp[pp] < nlabels:
+            for lab in range(nlabels):
+                uT[lab, pp] = u[o, lab]
+            o += 1
+
+
+#: the fewest compact nodes per range of a move solved side by side
+_MIN_PART = 2048
+
+
+class _CompactSwap:
+    """The CPU swap's state in a padded layout (one sentinel node before and after
+    every axis: every step of a real node lands in the array): unary costs (L, .),
+    labels, weights, compact index; the nodes of every label in raster order; the
+    compact graph's buffers, grown to the largest pair seen. A move's compact
+    nodes are cut into at most ``parts`` ranges of ``min_part`` nodes or more,
+    solved side by side (default: one per worker thread)."""
+
+    def __init__(self, u, v, w, D, lab, *, parts=None, min_part=None) -> None:
+        grid = lab.shape
+        ndim = len(grid)
+        nlabels = u.shape[-1]
+        nz, ny, nx = (1,) * (3 - ndim) + grid
+        pz = 1 if ndim == 3 else 0
+        self.shape = (nz + 2 * pz, ny + 2, nx + 2)
+        self.inner = (slice(pz, pz + nz), slice(1, ny + 1), slice(1, nx + 1))
+        self.grid = grid
+        labp = np.full(self.shape, nlabels, dtype=np.int32)
+        labp[self.inner] = lab.reshape(nz, ny, nx)
+        self.labp = labp.reshape(-1)
+        npad = self.labp.size
+        self.uT = np.zeros((nlabels, npad), dtype=np.int64)
+        _pad_unary(u.reshape(-1, nlabels), self.labp, self.uT)
+        steps = np.zeros((2 * D, 3), dtype=np.int64)
+        steps[:, 3 - ndim :] = neighbour_offsets(ndim, 2 * D)
+        self.off = steps @ np.array(
+            [self.shape[1] * self.shape[2], self.shape[2], 1], dtype=np.int64
+        )
+        wp = np.zeros((D, *self.shape), dtype=np.int64)
+        wp[(slice(None), *self.inner)] = w.reshape(D, nz, ny, nx)
+        self.wp = wp.reshape(D, npad)
+        real = self.labp < nlabels
+        for d in range(D):  # no weight on the arcs that leave the grid (off > 0)
+            o = int(self.off[2 * d])
+            self.wp[d, : npad - o] *= real[o:]
+            self.wp[d, npad - o :] = 0
+        vx = np.zeros((nlabels + 1, nlabels + 1), dtype=np.int64)
+        vx[:nlabels, :nlabels] = v
+        self.v = vx
+        self.pos = np.full(npad, -1, dtype=np.int32)
+        # the nodes of every label, in raster order
+        order = np.argsort(self.labp, kind="stable")
+        ends = np.cumsum(np.bincount(self.labp, minlength=nlabels + 1))
+        self.members = np.split(order, ends[:nlabels])[:nlabels]
+        self.K = 2 * D
+        self.n = lab.size
+        self.parts = default_threads() if parts is None else parts
+        self.min_part = _MIN_PART if min_part is None else min_part
+        # arcs from a range into another: forward ones from the nodes at most
+        # max(off) padded steps before the range's end, backward ones from those
+        # as far after its start
+        held = 2 * D * (int(self.off.max()) + 1) if self.parts > 1 else 1
+        self.xarc = np.empty((self.parts, held), dtype=np.int64)
+        self.xnb = np.empty((self.parts, held), dtype=np.int64)
+        self.xcap = np.empty((self.parts, held), dtype=np.int64)
+        self.res = np.zeros((self.parts, 8), dtype=np.int64)
+        self.cap = -1
+
+    def _grow(self, m: int) -> None:
+        cap = min(max(m + m // 4, 64), self.n)
+        self.st = np.zeros((cap + 1) * (2 * self.K + 4), dtype=np.int32)  # cap: dead
+        self.pidx = np.empty(cap, dtype=np.int64)
+        self.queue = np.empty(cap + 1, dtype=np.int32)
+        self.orph = np.empty(cap + 1, dtype=np.int32)
+        self.cap = cap
+
+    def move(self, a: int, b: int, energy: int) -> int | None:
+        """The energy after the best swap of ``a`` and ``b`` (applied when lower);
+        None when no node has either label."""
+        m = self.members[a].size + self.members[b].size
+        if m == 0:
+            return None
+        if m > self.cap:
+            self._grow(m)
+        e, over, self.members[a], self.members[b] = _swap_move(
+            self.uT, self.v, self.wp, self.labp, self.members[a], self.members[b],
+            self.pos, self.off, a, b, energy, self.st, self.pidx, self.queue,
+            self.orph, self.min_part, self.xarc, self.xnb, self.xcap, self.res,
+        )  # fmt: skip
+        if over:
+            name = ("source", "sink", "edges")[over - 1]
+            raise ValueError(
+                f"the {name} capacities of a move exceed int32 ({INT32_MAX}): reduce "
+                "the costs or the weights"
+            )
+        return int(e)
+
+    def labels(self) -> np.ndarray:
+        """The current labels, grid shape."""
+        return self.labp.reshape(self.shape)[self.inner].reshape(self.grid).copy()
+
+
 def minimize_labels(
     unary: Any,
     pairwise: Any = "potts",
@@ -407,11 +1085,25 @@ def minimize_labels(
     else:
         moves = [(a, b) for a in range(nlabels) for b in range(a + 1, nlabels)]
     total = max_cycles * len(moves)
+    # the CPU swap: each move's graph over the nodes labelled a or b only
+    compact = (
+        _CompactSwap(u, v, w, D, lab)
+        if method == "swap" and resolve_backend(backend, lab) == "cpu"
+        else None
+    )
     for cycle in range(max_cycles):
         start, cuts, better = energy, 0, 0
         for i, (a, b) in enumerate(moves):
             if callback is not None and (cycle or i):
                 callback(cycle * len(moves) + i, total)
+            if compact is not None:
+                e = compact.move(a, b, energy)
+                if e is None:
+                    continue
+                cuts += 1
+                if e < energy:
+                    energy, better = e, better + 1
+                continue
             if b is None:
                 zero, one = lab, np.full_like(lab, a)
             else:
@@ -426,6 +1118,8 @@ def minimize_labels(
         cycles.append({"energy": energy, "cuts": cuts, "improving_moves": better})
         if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
             break
+    if compact is not None:
+        lab = compact.labels()
     if callback is not None:
         callback(total, total)
     return LabelResult(lab.astype(np.int32), int(energy), stats)
