@@ -936,14 +936,18 @@ class _Steps:
             self.callback(self.done, self.total)
 
 
-def _flow_pair(img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, progress):
+def _flow_pair(
+    img0, img1, grey0, grey1, f0, f1, params, dense, refine, init, progress, dis=None
+):
     """The pipeline after detection (see the module docstring). ``init``: predicted
     motion of every feature of ``f0`` (warm start from the previous frame pair), or
-    None for the global pass within ``search_radius``."""
+    None for the global pass within ``search_radius``; ``dis``: DIS's future where
+    the caller started it already (:func:`_start_dis`)."""
     p = params
     # DIS, one of the dense proposals, needs only the frames: it runs on a worker
     # thread (OpenCV releases the GIL) while the matches are found
-    dis = _start_dis(grey0, grey1) if dense else None
+    if dense and dis is None:
+        dis = _start_dis(grey0, grey1)
     matcher = _Matcher(f0, f1, p)
     if init is None:
         pred, radius = np.zeros_like(f0.points), p.search_radius
@@ -1124,12 +1128,15 @@ def optical_flow(
     params = params._replace(backend=resolve_backend(backend, frame0, frame1))
     progress = _Steps(callback, 3 + params.local_passes + int(dense))
     grey0, grey1 = _grey(img0), _grey(img1)
+    # DIS (a dense proposal) needs only the frames: started before the detection, it
+    # runs on its worker thread while the features are found and matched
+    dis = _start_dis(grey0, grey1) if dense else None
     f0, f1 = _features_of_pair(
         grey0, grey1, detector, params.max_features, params.backend
     )
     progress()
     result = _flow_pair(
-        img0, img1, grey0, grey1, f0, f1, params, dense, refine, None, progress
+        img0, img1, grey0, grey1, f0, f1, params, dense, refine, None, progress, dis
     )
     return _as_kind(on_gpu, result)
 
