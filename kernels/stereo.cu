@@ -8,19 +8,25 @@
 //   stereo_box       one thread a (d, y, x): mean over a W x W window (edge-clamped,
 //                    scipy.ndimage.uniform_filter's origin), rounded to float.
 // Alpha-expansion moves (the loop stays on the device):
-//   stereo_move      one thread a node of B stacked move graphs: grid (B * M, N), layer
-//                    b is the expansion move of label alphas[b] from `labels`; writes
-//                    source, sink (normalised to min(s, t) = 0) and the four arc planes
-//                    (+x, -x, +y, -y, C order; no arc between two layers).
+//   stereo_move      one thread a node of B stacked move graphs: grid (B * P, M, N)
+//                    (P = 1 in 2-D), layer b is the expansion move of label alphas[b]
+//                    from `labels`; writes source, sink (normalised to min(s, t) = 0)
+//                    and the 2 ndim arc planes (+x, -x, +y, -y (+z, -z), C order; no
+//                    arc between two layers).
 //   stereo_energy    E(d) of d = (cut[b] ? alphas[b] : labels), or of `labels` when
 //                    use_cut = 0; block sums atomically added to *energy (int64).
 //   stereo_accept    labels = alphas[b] where cut[b], if *e_new < *e_cur.
-//   stereo_commit    one thread: *e_cur = min(*e_cur, *e_new); *e_new = 0.
-// Layouts: images (M, N, C) float32 C order; codes (M, N) uint64; cost (D, M, N) C
-// order; weights (2, M, N) int32 (plane 0 couples p with p + x, plane 1 with p + y);
-// labels (M, N) int32; cut (B * M, N) uint8 (1 = sink side = take alphas[b]).
-// Indices are int: Python checks that D * M * N and 4 * B * M * N stay below 2**31.
-// Smoothness kinds: 0 Potts [a != b], 1 truncated linear min(|a - b|, T), 2 linear.
+//   stereo_commit    one thread: *e_cur = min(*e_cur, *e_new), *accepted += 1 where it
+//                    dropped; *e_new = 0.
+// The move and energy kernels also serve vision_cuts.minimize_labels on the device
+// (2-D and 3-D grids, 4 / 6 neighbours, any metric V as a matrix).
+// Layouts: images (M, N, C) float32 C order; codes (M, N) uint64; cost (D, P, M, N) C
+// order; weights (ndim, P, M, N) int32 (plane 0 couples p with p + x, plane 1 with
+// p + y, plane 2 with p + z); labels (P, M, N) int32; cut (B * P, M, N) uint8 (1 = sink
+// side = take alphas[b]). Indices are int: Python checks that D * P * M * N and
+// 2 ndim * B * P * M * N stay below 2**31.
+// Smoothness kinds: 0 Potts [a != b], 1 truncated linear min(|a - b|, T), 2 linear,
+// 3 the matrix vmat[a * nlab + b] (nlab labels).
 // 1-D launches of any block size (stereo_energy: a multiple of 32, at most 1024).
 
 extern "C" __global__ void stereo_census(const float* __restrict__ img,
@@ -99,27 +105,37 @@ extern "C" __global__ void stereo_box(const double* __restrict__ in,
     out[i] = (float)(s / (double)(window * window));
 }
 
-__device__ __forceinline__ long long stereo_v(int a, int b, int kind, int trunc) {
+__device__ __forceinline__ long long stereo_v(int a, int b, int kind, int trunc,
+                                              const int* __restrict__ vmat, int nlab) {
+    if (kind == 3) return vmat[a * nlab + b];
     int diff = a > b ? a - b : b - a;
     if (kind == 0) return diff != 0;
     if (kind == 1) return min(diff, trunc);
     return diff;
 }
 
+// Coordinate of node p of a layer along axis d (0: x, 1: y, 2: z) and its extent.
+__device__ __forceinline__ int stereo_coord(int p, int d, int nz, int m, int n) {
+    if (d == 0) return p % n;
+    if (d == 1) return (p / n) % m;
+    (void)nz;
+    return p / (m * n);
+}
+
 extern "C" __global__ void stereo_move(const int* __restrict__ cost,
                                        const int* __restrict__ w,
                                        const int* __restrict__ labels,
                                        const int* __restrict__ alphas,
+                                       const int* __restrict__ vmat,
                                        int* __restrict__ source, int* __restrict__ sink,
-                                       int* __restrict__ edges, int nlayers, int m, int n,
-                                       int kind, int trunc) {
+                                       int* __restrict__ edges, int nlayers, int ndim,
+                                       int nz, int m, int n, int kind, int trunc, int nlab) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    int mn = m * n;
+    int mn = nz * m * n;  // nodes of a layer
     int total = nlayers * mn;
     if (i >= total) return;
     int b = i / mn;
     int p = i - b * mn;
-    int y = p / n, x = p - y * n;
     int a = alphas[b];
     int f = labels[p];
     // x_p = 0 keeps f, x_p = 1 takes a; the pair (p, q = p + e) costs
@@ -128,40 +144,31 @@ extern "C" __global__ void stereo_move(const int* __restrict__ cost,
     // arc p -> q: B + C - A (>= 0: V is a metric)
     long long s = cost[(long long)a * mn + p];
     long long t = cost[(long long)f * mn + p];
-    long long lam_x = 0, lam_y = 0;
-    if (x + 1 < n) {  // tail of (p, p + x)
-        int fq = labels[p + 1];
-        long long wk = w[p];
-        long long A = wk * stereo_v(f, fq, kind, trunc);
-        long long B = wk * stereo_v(f, a, kind, trunc);
-        long long C = wk * stereo_v(a, fq, kind, trunc);
-        s += max(C - A, 0ll);
-        t += max(A - C, 0ll);
-        lam_x = B + C - A;
-    }
-    if (y + 1 < m) {  // tail of (p, p + y)
-        int fq = labels[p + n];
-        long long wk = w[mn + p];
-        long long A = wk * stereo_v(f, fq, kind, trunc);
-        long long B = wk * stereo_v(f, a, kind, trunc);
-        long long C = wk * stereo_v(a, fq, kind, trunc);
-        s += max(C - A, 0ll);
-        t += max(A - C, 0ll);
-        lam_y = B + C - A;
-    }
-    if (x > 0) {  // head of (p - x, p): C = w V(a, f_p)
-        t += (long long)w[p - 1] * stereo_v(a, f, kind, trunc);
-    }
-    if (y > 0) {  // head of (p - y, p)
-        t += (long long)w[mn + p - n] * stereo_v(a, f, kind, trunc);
+    for (int d = 0; d < ndim; ++d) {
+        const int step = d == 0 ? 1 : (d == 1 ? n : m * n);
+        const int ext = d == 0 ? n : (d == 1 ? m : nz);
+        const int c = stereo_coord(p, d, nz, m, n);
+        long long lam = 0;
+        if (c + 1 < ext) {  // tail of (p, p + e_d)
+            int fq = labels[p + step];
+            long long wk = w[(long long)d * mn + p];
+            long long A = wk * stereo_v(f, fq, kind, trunc, vmat, nlab);
+            long long B = wk * stereo_v(f, a, kind, trunc, vmat, nlab);
+            long long C = wk * stereo_v(a, fq, kind, trunc, vmat, nlab);
+            s += max(C - A, 0ll);
+            t += max(A - C, 0ll);
+            lam = B + C - A;
+        }
+        if (c > 0) {  // head of (p - e_d, p): C = w V(a, f_p)
+            t += (long long)w[(long long)d * mn + p - step] *
+                 stereo_v(a, f, kind, trunc, vmat, nlab);
+        }
+        edges[(long long)(2 * d) * total + i] = (int)lam;  // forward (0 on the last)
+        edges[(long long)(2 * d + 1) * total + i] = 0;     // backward
     }
     long long lo = min(s, t);
     source[i] = (int)(s - lo);
     sink[i] = (int)(t - lo);
-    edges[i] = (int)lam_x;              // +x
-    edges[total + i] = 0;               // -x
-    edges[2 * total + i] = (int)lam_y;  // +y (zero on a layer's last row)
-    edges[3 * total + i] = 0;           // -y
 }
 
 extern "C" __global__ void stereo_energy(const int* __restrict__ cost,
@@ -169,24 +176,25 @@ extern "C" __global__ void stereo_energy(const int* __restrict__ cost,
                                          const int* __restrict__ labels,
                                          const unsigned char* __restrict__ cut,
                                          const int* __restrict__ alphas, int layer,
-                                         int use_cut, unsigned long long* energy, int m,
-                                         int n, int kind, int trunc) {
+                                         int use_cut, unsigned long long* energy,
+                                         const int* __restrict__ vmat, int ndim, int nz,
+                                         int m, int n, int kind, int trunc, int nlab) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    int mn = m * n;
+    int mn = nz * m * n;
     long long e = 0;
     if (i < mn) {
-        int y = i / n, x = i - y * n;
         int a = use_cut ? alphas[layer] : 0;
         const unsigned char* cl = cut + (long long)layer * mn;
         int d = (use_cut && cl[i]) ? a : labels[i];
         e = cost[(long long)d * mn + i];
-        if (x + 1 < n) {
-            int dq = (use_cut && cl[i + 1]) ? a : labels[i + 1];
-            e += (long long)w[i] * stereo_v(d, dq, kind, trunc);
-        }
-        if (y + 1 < m) {
-            int dq = (use_cut && cl[i + n]) ? a : labels[i + n];
-            e += (long long)w[mn + i] * stereo_v(d, dq, kind, trunc);
+        for (int k = 0; k < ndim; ++k) {
+            const int step = k == 0 ? 1 : (k == 1 ? n : m * n);
+            const int ext = k == 0 ? n : (k == 1 ? m : nz);
+            if (stereo_coord(i, k, nz, m, n) + 1 < ext) {
+                int dq = (use_cut && cl[i + step]) ? a : labels[i + step];
+                e += (long long)w[(long long)k * mn + i] *
+                     stereo_v(d, dq, kind, trunc, vmat, nlab);
+            }
         }
     }
     // block sum: warp shuffles, then one atomic per warp (two's complement: a signed
@@ -205,9 +213,13 @@ extern "C" __global__ void stereo_accept(int* __restrict__ labels,
     if (*e_new < *e_cur && cut[(long long)layer * mn + i]) labels[i] = alphas[layer];
 }
 
-extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur) {
+extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur,
+                                         long long* accepted) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        if (*e_new < *e_cur) *e_cur = *e_new;
+        if (*e_new < *e_cur) {
+            *e_cur = *e_new;
+            *accepted += 1;
+        }
         *e_new = 0;
     }
 }

@@ -168,7 +168,11 @@ def test_progress_and_tolerance():
     unary = rng.integers(0, 30, (16, 18, 6))
     calls = []
     full = minimize_labels(
-        unary, "potts", max_cycles=6, callback=lambda d, t: calls.append((d, t))
+        unary,
+        "potts",
+        max_cycles=6,
+        callback=lambda d, t: calls.append((d, t)),
+        backend="cpu",
     )
     total = 6 * 6  # 6 labels a cycle, 6 cycles at most
     assert calls[-1] == (total, total)
@@ -184,6 +188,23 @@ def test_progress_and_tolerance():
         minimize_labels(unary, "potts", tol=-1)
     with pytest.raises(TypeError, match="callback must be callable"):
         minimize_labels(unary, "potts", callback=3)
+
+
+def test_device_capacity_bound():
+    # the device loop runs only where no move's capacities can leave int32
+    from vision_cuts._multilabel_gpu import fits
+
+    v = pairwise_matrix("potts", 3)
+    u = np.zeros((4, 5, 3), np.int64)
+    w = np.ones((2, 4, 5), np.int64)
+    assert fits(u, v, w)
+    u[0, 0, 0] = 2**31 - 5  # spread + 2 ndim max(w) max(V) = 2**31 - 5 + 4
+    assert fits(u, v, w)
+    u[0, 0, 0] = 2**31 - 4
+    assert not fits(u, v, w)
+    u[0, 0, 0] = -(2**31) - 1  # beyond int32 itself
+    assert not fits(u, v, w)
+    assert not fits(np.zeros((2, 2, 3), np.int64), v, np.full((2, 2, 2), 2**30))
 
 
 def test_moves_beyond_int32_are_refused():

@@ -177,6 +177,7 @@ class HostMoves:
         self.groups = np.asarray(groups, dtype=np.int32)
         self.e_cur = _INT64_MAX
         self.e_new = 0
+        self.accepted = 0
 
     def energy(self, d: np.ndarray) -> int:
         c, w, k, t = self.cost, self.w, self.kind, self.trunc
@@ -191,6 +192,10 @@ class HostMoves:
 
     def current_energy(self) -> int:
         return int(self.e_cur)
+
+    def counters(self) -> tuple[int, int]:
+        """(current energy, moves accepted so far)."""
+        return int(self.e_cur), self.accepted
 
     def build(self, labels: np.ndarray, group: int) -> GridEnergy:
         """The capacities of the group's stacked move graphs, (B * M, N)."""
@@ -236,52 +241,76 @@ class HostMoves:
         self.e_new += self.energy(proposal)
         if self.e_new < self.e_cur:
             labels[...] = proposal
+            self.accepted += 1
         self.e_cur = min(self.e_cur, self.e_new)
         self.e_new = 0
 
 
 # ------------------------------------------------------------------------ on device
 class DeviceMoves:
-    """The move steps on the device (CuPy, ``kernels/stereo.cu``); see HostMoves."""
+    """The move steps on the device (CuPy, ``kernels/stereo.cu``); see HostMoves.
+
+    ``cost`` (L, *grid) and ``w`` (ndim, *grid) integer arrays on a 2-D or 3-D grid
+    (faces: 4 or 6 neighbours); the smoothness ``kind`` of ``KINDS`` with ``trunc``,
+    or ``"matrix"`` with ``vmat``, an (L, L) integer metric. ``accepted`` counts the
+    moves that lowered the energy."""
 
     backend = "gpu"
 
-    def __init__(self, cost: Any, w: Any, kind: str, trunc: int, groups: Any) -> None:
+    def __init__(
+        self, cost: Any, w: Any, kind: str, trunc: int, groups: Any, vmat: Any = None
+    ) -> None:
         import cupy
 
         self.cp = cupy
         self.cost = cupy.ascontiguousarray(cost, dtype=cupy.int32)
         self.w = cupy.ascontiguousarray(w, dtype=cupy.int32)
-        ndisp, m, n = (int(v) for v in self.cost.shape)
+        nlab, *grid = (int(v) for v in self.cost.shape)
+        ndim = len(grid)
+        nz, m, n = (1, *grid) if ndim == 2 else grid
+        self.grid = tuple(grid)
         self.m, self.n = m, n
-        self.kind = np.int32(KINDS[kind])
+        self.nodes = nz * m * n
+        if kind == "matrix":
+            self.kind = np.int32(3)
+            self.vmat = cupy.ascontiguousarray(cupy.asarray(vmat), dtype=cupy.int32)
+        else:
+            self.kind = np.int32(KINDS[kind])
+            self.vmat = cupy.zeros(1, dtype=cupy.int32)
         self.trunc = np.int32(trunc)
         self.groups = cupy.asarray(np.ascontiguousarray(groups, dtype=np.int32))
         self.rows = [self.groups[g] for g in range(int(self.groups.shape[0]))]
         nb = int(self.groups.shape[1])
-        shape = (nb * m, n)
-        if 4 * nb * m * n > _INT32_MAX:
+        shape = (nb * m, n) if ndim == 2 else (nb * nz, m, n)
+        if max(2 * ndim * nb, nlab) * self.nodes > _INT32_MAX:
             raise ValueError(
-                f"{nb} stacked move graphs of {m}x{n} nodes are too many for the GPU "
-                "kernels' int32 indices; lower moves_per_cut"
+                f"{nb} stacked move graphs of {self.grid} nodes and {nlab} labels are "
+                "too many for the GPU kernels' int32 indices; lower moves_per_cut"
             )
         self.source = cupy.empty(shape, dtype=cupy.int32)
         self.sink = cupy.empty(shape, dtype=cupy.int32)
-        self.edges = cupy.empty((4, *shape), dtype=cupy.int32)
-        # state[0] = energy of the proposal being checked, state[1] = current energy
-        self.state = cupy.asarray(np.array([0, _INT64_MAX], dtype=np.int64))
+        self.edges = cupy.empty((2 * ndim, *shape), dtype=cupy.int32)
+        # state[0] = energy of the proposal being checked, state[1] = current energy,
+        # state[2] = moves accepted
+        self.state = cupy.asarray(np.array([0, _INT64_MAX, 0], dtype=np.int64))
         self.dummy_cut = cupy.zeros(1, dtype=cupy.uint8)
         mod = _module()
         self.k_move = get_kernel(mod, "stereo_move")
         self.k_energy = get_kernel(mod, "stereo_energy")
         self.k_accept = get_kernel(mod, "stereo_accept")
         self.k_commit = get_kernel(mod, "stereo_commit")
-        self.geometry = (np.int32(m), np.int32(n), self.kind, self.trunc)
+        self.geometry = (
+            np.int32(ndim), np.int32(nz), np.int32(m), np.int32(n), self.kind,
+            self.trunc, np.int32(nlab),
+        )  # fmt: skip
+
+    def _commit(self) -> None:
+        self.k_commit((1,), (1,), (self.state[0:1], self.state[1:2], self.state[2:3]))
 
     def _energy(self, labels: Any, cut: Any, group: int, layer: int) -> None:
         use = cut is not None
         self.k_energy(
-            _grid(self.m * self.n),
+            _grid(self.nodes),
             (_BLOCK,),
             (
                 self.cost,
@@ -292,28 +321,36 @@ class DeviceMoves:
                 np.int32(layer),
                 np.int32(use),
                 self.state,  # accumulates into state[0]
+                self.vmat,
                 *self.geometry,
             ),
         )
-        self.k_commit((1,), (1,), (self.state[0:1], self.state[1:2]))
 
     def init(self, labels: Any) -> None:
-        self.state[...] = self.cp.asarray(np.array([0, _INT64_MAX], dtype=np.int64))
+        self.state[...] = self.cp.asarray(np.array([0, _INT64_MAX, 0], dtype=np.int64))
         self._energy(labels, None, 0, 0)
+        self._commit()
+        self.state[2] = 0
 
     def current_energy(self) -> int:
         return int(self.state[1].get())
 
+    def counters(self) -> tuple[int, int]:
+        """(current energy, moves accepted so far): one host read."""
+        e, acc = self.state[1:3].get().tolist()
+        return int(e), int(acc)
+
     def build(self, labels: Any, group: int) -> GridEnergy:
         nb = int(self.groups.shape[1])
         self.k_move(
-            _grid(nb * self.m * self.n),
+            _grid(nb * self.nodes),
             (_BLOCK,),
             (
                 self.cost,
                 self.w,
                 labels,
                 self.rows[group],
+                self.vmat,
                 self.source,
                 self.sink,
                 self.edges,
@@ -324,23 +361,9 @@ class DeviceMoves:
         return GridEnergy._trusted(self.source, self.sink, self.edges, 0)
 
     def apply(self, labels: Any, cut: Any, group: int, layer: int) -> None:
-        self.k_energy(
-            _grid(self.m * self.n),
-            (_BLOCK,),
-            (
-                self.cost,
-                self.w,
-                labels,
-                cut,
-                self.rows[group],
-                np.int32(layer),
-                np.int32(1),
-                self.state,
-                *self.geometry,
-            ),
-        )
+        self._energy(labels, cut, group, layer)
         self.k_accept(
-            _grid(self.m * self.n),
+            _grid(self.nodes),
             (_BLOCK,),
             (
                 labels,
@@ -349,10 +372,10 @@ class DeviceMoves:
                 np.int32(layer),
                 self.state[0:1],
                 self.state[1:2],
-                np.int32(self.m * self.n),
+                np.int32(self.nodes),
             ),
         )
-        self.k_commit((1,), (1,), (self.state[0:1], self.state[1:2]))
+        self._commit()
 
 
 # ------------------------------------------------------------------------ the loop
@@ -372,13 +395,17 @@ def expansion_loop(
     move applied in turn if it lowers the energy. Stops after ``max_cycles`` cycles,
     after a cycle that lowered the energy by nothing, or by at most ``tol`` times the
     energy before it. ``stats`` (optional dict) receives ``cycles``, ``cuts``,
-    ``moves`` and ``energies`` (after each cycle; the first is the initial energy).
+    ``moves``, ``energies`` (after each cycle; the first is the initial energy) and
+    ``accepted`` (the moves of each cycle that lowered the energy). The host reads
+    the energy and the count once a cycle.
     """
     groups = moves.groups
     ngroups, per_cut = int(groups.shape[0]), int(groups.shape[1])
     total = max(1, max_cycles) * ngroups * per_cut
     moves.init(labels)
     energies = [moves.current_energy()]
+    accepted: list = []
+    taken = 0
     done = cuts = cycles = 0
     for _ in range(max_cycles):
         cycles += 1
@@ -391,12 +418,17 @@ def expansion_loop(
                 done += 1
                 if callback is not None:
                     callback(done, total)
-        energies.append(moves.current_energy())
+        energy, now = moves.counters()
+        energies.append(energy)
+        accepted.append(now - taken)
+        taken = now
         before, after = energies[-2], energies[-1]
         if after >= before or (tol > 0 and before - after <= tol * abs(before)):
             break
     if callback is not None:
         callback(total, total)
     if stats is not None:
-        stats.update(cycles=cycles, cuts=cuts, moves=done, energies=energies)
+        stats.update(
+            cycles=cycles, cuts=cuts, moves=done, energies=energies, accepted=accepted
+        )
     return labels

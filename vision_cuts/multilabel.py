@@ -703,12 +703,19 @@ def minimize_labels(
         Called as ``callback(done, total)`` after each move (progress), ``total``
         the moves of ``max_cycles`` cycles; ``callback(total, total)`` at the end.
     backend : {"auto", "cpu", "gpu"}
-        Where the cuts run (:func:`vision_cuts.maxflow_grid`).
+        Where the cuts run (:func:`vision_cuts.maxflow_grid`). On the GPU, expansion
+        on a 4-connected 2-D or 6-connected 3-D grid runs whole on the device (move
+        graphs, cuts, energies; one host read a cycle) where every move's capacities
+        fit in int32; other problems build their moves on the host. Both give the
+        CPU's labels and energies.
 
     Returns
     -------
     LabelResult
-        ``(labels, energy, stats)``; ``energy == label_energy(unary, labels, ...)``.
+        ``(labels, energy, stats)``; ``energy == label_energy(unary, labels, ...)``;
+        ``stats``: ``method``, ``initial_energy``, ``cycles`` (per cycle the energy
+        after it, the cuts made and the moves that lowered the energy) and
+        ``device_moves`` (whether the device loop ran).
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -742,7 +749,22 @@ def minimize_labels(
             )
         lab = lab.astype(np.int64)
     energy = _energy(u, v, w, D, lab)
-    stats: dict = {"method": method, "initial_energy": energy, "cycles": []}
+    stats: dict = {
+        "method": method,
+        "initial_energy": energy,
+        "cycles": [],
+        "device_moves": False,
+    }
+    on_gpu = resolve_backend(backend, lab) == "gpu"
+    if method == "expansion" and D == u.ndim - 1 and on_gpu:
+        from . import _multilabel_gpu
+
+        if _multilabel_gpu.fits(u, v, w):  # the whole loop on the device
+            lab, energy, stats["cycles"] = _multilabel_gpu.expansion(
+                u, v, w, lab, max_cycles, tol, callback
+            )
+            stats["device_moves"] = True
+            return LabelResult(lab.astype(np.int32), int(energy), stats)
     cycles = stats["cycles"]
     if method == "expansion":
         moves = [(a, None) for a in range(nlabels)]
