@@ -337,17 +337,44 @@ def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
 
 @nb.njit(cache=True, nogil=True)
 def _swap_part(
-    uT, v, wp, labp, pos, off, a, b, st, pidx, lo, hi, dead, queue, orph, xarc,
-    xnb, xcap, out,
+    uT, v, wp, labp, ma, mb, pos, off, a, b, st, pidx, lo, hi, dead, queue, orph,
+    xarc, xnb, xcap, out,
 ):  # pragma: no cover  # fmt: skip
-    """The records of the compact nodes [lo, hi) of a swap move (see
-    :func:`_swap_move`), each node writing its own record only, then their
-    max-flow on their own. An arc to a node outside the range is held back (its
-    record field, neighbour and capacity in ``xarc`` / ``xnb`` / ``xcap``; the
-    record links to the dead node meanwhile). ``queue`` / ``orph``: the range's
-    slices. ``out``: (constant, the energy terms the move can change at the
-    current labels, an edge beyond int32 (0 / 1), the first node beyond int32 (0,
-    1 source, 2 sink), held-back arcs, flow, clock); no flow when beyond int32."""
+    """The compact nodes [lo, hi) of a swap move (see :func:`_swap_move`): their
+    share of the merged ``ma`` / ``mb`` (``pidx``, ``pos``), their records, each
+    node writing its own record only, then their max-flow on their own. A node
+    takes part when its label is ``a`` or ``b`` (``pos`` is read for the range's
+    own nodes only). An arc to a node outside the range is held back (its record
+    field, the neighbour's padded index and the capacity in ``xarc`` / ``xnb`` /
+    ``xcap``; the record links to the dead node meanwhile). ``queue`` / ``orph``:
+    the range's slices. ``out``: (constant, the energy terms the move can change
+    at the current labels, an edge beyond int32 (0 / 1), the first node beyond
+    int32 (0, 1 source, 2 sink), held-back arcs, flow, clock); no flow when
+    beyond int32."""
+    # the nodes [lo, hi) of the merge of ma and mb (disjoint, in raster order): the
+    # first lo are ia of ma and lo - ia of mb, ia found by bisection
+    na0 = ma.shape[0]
+    nb0 = mb.shape[0]
+    ia = max(0, lo - nb0)
+    top = min(lo, na0)
+    while ia < top:
+        mid = (ia + top) >> 1
+        if ma[mid] < mb[lo - mid - 1]:
+            ia = mid + 1
+        else:
+            top = mid
+    ib = lo - ia
+    for i in range(lo, hi):
+        if ib == nb0 or (ia < na0 and ma[ia] < mb[ib]):
+            pp = ma[ia]
+            ia += 1
+        else:
+            pp = mb[ib]
+            ib += 1
+        pidx[i] = pp
+        pos[pp] = i
+    first = pidx[lo]  # nodes before it / after ``last`` lie in other ranges
+    last = pidx[hi - 1]
     K = off.shape[0]
     S = 2 * K + 4
     NB = K + 4
@@ -376,21 +403,23 @@ def _swap_part(
             q = pp + off[2 * d]
             lq = labp[q]
             wd = wp[d, pp]
-            j = pos[q]
             ca = wd * va[lq]
             cb = wd * vb[lq]
             cc = wd * vba
-            inp = j >= 0
+            inp = lq == a or lq == b
             lam = wd * c2 if inp else 0
             over_edge |= lam > big
-            if j >= hi:  # a later range's node: held back
-                xarc[nx] = base + 2 * d
-                xnb[nx] = j
-                xcap[nx] = lam
-                nx += 1
-                j = -1
-                lam = 0
-            st[base + NB + 2 * d] = j if j >= 0 else dead
+            j = dead
+            if inp:
+                if q > last:  # a later range's node: held back
+                    xarc[nx] = base + 2 * d
+                    xnb[nx] = q
+                    xcap[nx] = lam
+                    nx += 1
+                    lam = 0
+                else:
+                    j = pos[q]
+            st[base + NB + 2 * d] = j
             st[base + 2 * d] = lam
             s += cc if inp else cb
             t += 0 if inp else ca
@@ -400,17 +429,19 @@ def _swap_part(
             q = pp + off[2 * d + 1]
             lq = labp[q]
             wd = wp[d, q]
-            j = pos[q]
             ca = wd * va[lq]
             cb = wd * vb[lq]
-            inp = j >= 0
-            if inp and j < lo:  # an earlier range's node: held back
-                xarc[nx] = base + 2 * d + 1
-                xnb[nx] = j
-                xcap[nx] = 0
-                nx += 1
-                j = -1
-            st[base + NB + 2 * d + 1] = j if j >= 0 else dead
+            inp = lq == a or lq == b
+            j = dead
+            if inp:
+                if q < first:  # an earlier range's node: held back
+                    xarc[nx] = base + 2 * d + 1
+                    xnb[nx] = q
+                    xcap[nx] = 0
+                    nx += 1
+                else:
+                    j = pos[q]
+            st[base + NB + 2 * d + 1] = j
             st[base + 2 * d + 1] = 0
             s += 0 if inp else cb
             t += wd * vba if inp else ca
@@ -449,39 +480,25 @@ def _swap_move(
     """One alpha-beta swap move on the compact graph of the nodes labelled ``a`` or
     ``b``, in the padded layout of :class:`_CompactSwap`: ``uT`` (L, .) the unary
     costs, ``labp`` the labels (the sentinel L outside the grid), ``wp`` (D, .) the
-    weights (0 for arcs that leave the grid), ``pos`` (-1, restored on return) the
-    compact index of every node, ``off`` (K,) the step of every plane, ``v`` (L + 1,
-    L + 1) with a zero row and column for the sentinel. The cut x = 1 takes ``b``,
-    as the full-grid move's ``one``, with ``_move_graph``'s capacities and int32
-    check. ``ma`` / ``mb``: the nodes of ``a`` / ``b`` in raster order. The
-    compact nodes, in raster order, are cut into at most ``len(res)`` ranges of
-    ``min_part`` nodes or more, solved side by side (:func:`_swap_part`, the arcs
-    between them held back), then the arcs are put back and the search goes on
-    over all of them from the tree nodes at their ends, as
-    :func:`vision_cuts._maxflow_cpu.maxflow_grid_cpu` merges its strips: every
-    step an ordinary augmentation, the same cut. Applies the move to ``labp`` when
-    it lowers ``energy``. Returns (the move's energy, 0 or the first capacity
-    array beyond int32: 1 source, 2 sink, 3 edges, the nodes of ``a`` and of ``b``
-    after it)."""
+    weights (0 for arcs that leave the grid), ``pos`` the compact index of every
+    node of the move (stale elsewhere: never reset), ``off`` (K,) the step of every
+    plane, ``v`` (L + 1, L + 1) with a zero row and column for the sentinel. The
+    cut x = 1 takes ``b``, as the full-grid move's ``one``, with ``_move_graph``'s
+    capacities and int32 check. ``ma`` / ``mb``: the nodes of ``a`` / ``b`` in
+    raster order. The compact nodes, in raster order, are cut into at most
+    ``len(res)`` ranges of ``min_part`` nodes or more, each merged and solved by
+    one thread side by side (:func:`_swap_part`, the arcs between them held back),
+    then the arcs are put back and the search goes on over all of them from the
+    tree nodes at their ends, as :func:`vision_cuts._maxflow_cpu.maxflow_grid_cpu`
+    merges its strips: every step an ordinary augmentation, the same cut. Applies
+    the move to ``labp`` when it lowers ``energy``. Returns (the move's energy, 0
+    or the first capacity array beyond int32: 1 source, 2 sink, 3 edges, the nodes
+    of ``a`` and of ``b`` after it)."""
     K = off.shape[0]
     S = 2 * K + 4
     FL = K + 3
     dead = queue.shape[0] - 1
-    # the nodes of a and of b, each in raster order, merged
-    na0 = ma.shape[0]
-    nb0 = mb.shape[0]
-    m = na0 + nb0
-    ia = 0
-    ib = 0
-    for i in range(m):
-        if ib == nb0 or (ia < na0 and ma[ia] < mb[ib]):
-            pp = ma[ia]
-            ia += 1
-        else:
-            pp = mb[ib]
-            ib += 1
-        pidx[i] = pp
-        pos[pp] = i
+    m = ma.shape[0] + mb.shape[0]
     P = min(res.shape[0], m // min_part)
     if P < 2:
         P = 1
@@ -489,8 +506,8 @@ def _swap_move(
         lo = m * c // P
         hi = m * (c + 1) // P
         _swap_part(
-            uT, v, wp, labp, pos, off, a, b, st, pidx, lo, hi, dead, queue[lo:hi],
-            orph[lo:hi], xarc[c], xnb[c], xcap[c], res[c],
+            uT, v, wp, labp, ma, mb, pos, off, a, b, st, pidx, lo, hi, dead,
+            queue[lo:hi], orph[lo:hi], xarc[c], xnb[c], xcap[c], res[c],
         )  # fmt: skip
     const = np.int64(0)
     ecur = np.int64(0)
@@ -507,18 +524,17 @@ def _swap_move(
         if over == 0:
             over = res[c, 3]
     if over:
-        for i in range(m):
-            pos[pidx[i]] = -1
         return energy, over, ma, mb
     if P > 1:  # put the held-back arcs in, go on from the trees at their ends
         n = 0
         for c in range(P):
             for t in range(res[c, 4]):
                 f = xarc[c, t]
+                j = pos[xnb[c, t]]
                 st[f] = xcap[c, t]
-                st[f + K + 4] = xnb[c, t]
+                st[f + K + 4] = j
                 for r in range(2):  # its tail and its head
-                    p = f // S if r == 0 else xnb[c, t]
+                    p = f // S if r == 0 else j
                     fl = p * S + FL
                     if (st[fl] & 3) != 0 and (st[fl] & 4) == 0:
                         st[fl] |= 4
@@ -526,8 +542,6 @@ def _swap_move(
                         n += 1
         f, _, _ = _bk(st, None, K, queue[:m], n, orph[:m], np.int32(now + 1), 0, m)
         flow += f
-    for i in range(m):
-        pos[pidx[i]] = -1
     e = energy - ecur + const + flow
     if e >= energy:
         return e, 0, ma, mb
@@ -564,7 +578,7 @@ def _pad_unary(u, labp, uT):  # pragma: no cover
 
 
 #: the fewest compact nodes per range of a move solved side by side
-_MIN_PART = 2048
+_MIN_PART = 1024
 
 
 class _CompactSwap:
