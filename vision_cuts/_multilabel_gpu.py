@@ -48,11 +48,12 @@ def expansion(
     max_cycles: int,
     tol: float,
     callback: Any,
-) -> tuple[np.ndarray, int, list]:
+) -> tuple[np.ndarray, int, int, list]:
     """Expansion cycles over the labels 0 .. L - 1 in order, one move a cut.
     ``u`` (*grid, L), ``v`` (L, L) metric, ``w`` (ndim, *grid) integer arrays,
-    ``labels`` the start. Returns (labels, energy, per-cycle stats as
-    ``minimize_labels`` reports them)."""
+    ``labels`` the start. Returns (labels, initial energy, final energy, per-cycle
+    stats as ``minimize_labels`` reports them); the energies are the device's
+    (the host computes none)."""
     import cupy
 
     from ._stereo_gpu import DeviceMoves, expansion_loop, label_groups
@@ -90,4 +91,5 @@ def expansion(
         {"energy": int(e), "cuts": per_cut, "improving_moves": int(a)}
         for e, a in zip(stats["energies"][1:], stats["accepted"], strict=True)
     ]
-    return lab.get(), int(stats["energies"][-1]), cycles
+    first, last = (int(e) for e in (stats["energies"][0], stats["energies"][-1]))
+    return lab.get(), first, last, cycles

@@ -762,23 +762,19 @@ def minimize_labels(
                 f"{int(lab.max())}"
             )
         lab = lab.astype(np.int64)
-    energy = _energy(u, v, w, D, lab)
-    stats: dict = {
-        "method": method,
-        "initial_energy": energy,
-        "cycles": [],
-        "device_moves": False,
-    }
+    stats: dict = {"method": method, "cycles": [], "device_moves": False}
     on_gpu = resolve_backend(backend, lab) == "gpu"
     if method == "expansion" and D == u.ndim - 1 and on_gpu:
         from . import _multilabel_gpu
 
         if _multilabel_gpu.fits(u, v, w):  # the whole loop on the device
-            lab, energy, stats["cycles"] = _multilabel_gpu.expansion(
+            lab, first, energy, cycles = _multilabel_gpu.expansion(
                 u, v, w, lab, max_cycles, tol, callback
             )
-            stats["device_moves"] = True
+            stats.update(initial_energy=first, cycles=cycles, device_moves=True)
             return LabelResult(lab.astype(np.int32), int(energy), stats)
+    energy = _energy(u, v, w, D, lab)
+    stats["initial_energy"] = energy
     cycles = stats["cycles"]
     if method == "expansion":
         moves = [(a, None) for a in range(nlabels)]
