@@ -97,8 +97,7 @@ def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
         frames = sorted(Path(items["clip"]).iterdir())
         fn = lambda it: vd._flow_chunk(it, backend=backend)  # noqa: E731
         jobs = []
-        for start in range(0, len(frames) - 1, 32):
-            stop = min(start + 32, len(frames) - 1) + 1
+        for start, stop in vd._chunk_ranges(len(frames), 32):
             outs = [out / f"clip_{i:06d}.flo" for i in range(start, stop - 1)]
             jobs.append((None, frames[start:stop], outs))
     fn(jobs[0][1])  # warm-up
@@ -149,6 +148,12 @@ def main(argv=None) -> int:
     ap.add_argument("--items", type=int, default=200)
     ap.add_argument("--workers", type=int, nargs="+", default=[2])
     ap.add_argument("--gpu", action="store_true", help="one worker per GPU (dask-cuda)")
+    ap.add_argument(
+        "--variants", nargs="+", default=["default"],
+        choices=["default", "profiler", "single-items", "loop-in-worker"],
+        help="with one worker also: Dask's profiler on (its default), one item a "
+        "task, the plain loop run inside the worker",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
@@ -175,10 +180,20 @@ def main(argv=None) -> int:
             "segment": vd.segment_many,
             "flow": vd.flow_many,
         }[args.kind]
-        for w in args.workers:
-            out = root / f"dask{w}"
-            with vd.local_client(w, gpu=args.gpu) as client:
+        runs = [(w, "default") for w in args.workers]
+        runs += [(1, v) for v in args.variants if v != "default"]
+        for w, variant in runs:
+            out = root / f"dask{w}-{variant}"
+            config = dict(vd._WORKER_CONFIG)
+            if variant == "profiler":  # Dask's default: the profiler on
+                vd._WORKER_CONFIG["distributed.worker.profile.enabled"] = True
+            try:
+                client = vd.local_client(w, gpu=args.gpu)
+            finally:
+                vd._WORKER_CONFIG.update(config)
+            with client:
                 nworkers = len(client.scheduler_info()["workers"])
+                print(f"{variant}: {type(client.cluster).__name__}, {nworkers} worker(s)")
                 # warm-up: one item per worker (compiled kernels and solvers)
                 if args.kind == "stereo":
                     sample = items[:nworkers]
@@ -187,16 +202,24 @@ def main(argv=None) -> int:
                 else:
                     sample = {"warm": sorted(Path(items["clip"]).iterdir())[:2]}
                 kw = {"client": client, "progress": False, "backend": backend}
-                run(sample, root / f"warm{w}", **kw, **params)
-                t0 = time.perf_counter()
-                summary = run(items, out, **kw, **params)
-                dt = time.perf_counter() - t0
-            if summary.failed:
-                raise SystemExit(str(summary))
+                run(sample, root / f"warm{w}-{variant}", **kw, **params)
+                if variant == "loop-in-worker":  # the plain loop, inside the worker
+                    fut = client.submit(single, args.kind, items, params, out, backend)
+                    dt = fut.result()
+                else:
+                    if variant == "single-items":
+                        kw["items_per_task"] = 1
+                    t0 = time.perf_counter()
+                    summary = run(items, out, **kw, **params)
+                    dt = time.perf_counter() - t0
+                    if summary.failed:
+                        raise SystemExit(str(summary))
             n = compare(root / "single", out)
+            label = "" if variant == "default" else f", {variant}"
             rows.append(
                 {
-                    "method": f"dask, {nworkers} worker(s)",
+                    "method": f"dask, {nworkers} worker(s){label}",
+                    "variant": variant,
                     "workers": nworkers,
                     "seconds": dt,
                     "outputs": n,

@@ -160,12 +160,19 @@ if want distributed && have_data distributed; then
         python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
             .whl-dask/*.whl
     fi
+    python3 -P -m pytest -q -p no:cacheprovider tests/test_distributed.py 2>&1 \
+        | tee "$OUT/tests_distributed.log" || rc=1
     ngpu=$(nvidia-smi -L | wc -l)
-    for spec in "stereo 200" "segment 200" "flow 301"; do
+    # stereo also with one worker in Dask's defaults (profiler on), one item a task,
+    # and the plain loop inside the worker: where the time of small items goes
+    for spec in "stereo 200 default profiler single-items loop-in-worker" \
+                "segment 200 default" "flow 301 default"; do
         set -- $spec
         python3 -P benchmarks/bench_distributed.py --kind "$1" --items "$2" --gpu \
-            --workers $(seq 1 "$ngpu") --json "$OUT/bench_distributed_$1.json" 2>&1 \
-            | tee "$OUT/bench_distributed_$1.log" || rc=1
+            --workers $(seq 1 "$ngpu") --variants "${@:3}" \
+            --json "$OUT/bench_distributed_$1.json" 2>&1 \
+            | tee "$OUT/bench_distributed_$1.log" \
+            | grep -v -E "^[0-9-]+ [0-9:,]+ - distributed" || rc=1
     done
 fi
 exit $rc

@@ -95,6 +95,69 @@ def test_bad_items_fail_alone(client, tmp_path):
     assert (tmp_path / "out" / "img00.png").exists()
 
 
+def test_items_batched_into_tasks(client, tmp_path, monkeypatch):
+    """Several items a task (given, or chosen from the first tasks' times): the same
+    outputs as single calls, and a bad item in a batch fails alone (after its
+    retry)."""
+    images = [_picture(s) for s in range(23)]
+    paths = _write_pngs(tmp_path / "in", images)
+    broken = tmp_path / "in" / "broken.png"
+    broken.write_bytes(b"not a picture")
+    items = [*paths[:3], broken, *paths[3:]]
+    want = {}
+    for i, img in enumerate(images):
+        h, w = img.shape[:2]
+        rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+        want[f"img{i:02d}"] = grabcut(img, rect=rect, iterations=2, backend="cpu").mask
+    calls = []
+    real_submit = client.submit
+
+    def counting_submit(fn, *args, **kwargs):
+        calls.append(len(args[1]))  # the batch
+        return real_submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(client, "submit", counting_submit)
+    # a task should take at least 100 s: once timed, the items go 16 a task whatever
+    # this machine's speed
+    monkeypatch.setattr(vd, "_TASK_SECONDS", 100.0)
+    for per_task, out in ((3, "out3"), (None, "auto")):
+        calls.clear()
+        summary = vd.segment_many(
+            items, tmp_path / out, client=client, iterations=2, backend="cpu",
+            progress=False, items_per_task=per_task,
+        )  # fmt: skip
+        assert sorted(summary.written) == sorted(want)
+        assert [e.name for e in summary.failed] == ["broken"]
+        assert "cannot read an image" in summary.failed[0].error
+        for name, mask in want.items():
+            got = _read_png(tmp_path / out / f"{name}.png")
+            np.testing.assert_array_equal(got, mask * 255)
+        assert sum(calls) == len(items)
+        if per_task == 3:
+            assert calls == [3] * 8
+        else:  # single items until 8 tasks are timed (4 a worker; 7 more go out
+            # meanwhile), then the rest in tasks of at most half of what is left a
+            # worker (9 left: 3, then 2, then single items)
+            assert calls == [1] * 15 + [3, 2, 1, 1, 1, 1]
+    # long items stay one a task
+    monkeypatch.setattr(vd, "_TASK_SECONDS", 1e-9)
+    calls.clear()
+    vd.segment_many(
+        items, tmp_path / "long", client=client, iterations=2, backend="cpu",
+        progress=False, max_in_flight=2,
+    )  # fmt: skip
+    assert calls == [1] * len(items)
+
+
+def test_workers_share_the_cores(client):
+    """Each of the two CPU workers gets half the cores for its threads (the nannies
+    set OMP_NUM_THREADS=1 otherwise)."""
+    want = str(max(1, (os.cpu_count() or 1) // 2))
+    keys = ("VISION_CUTS_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+    seen = client.run(lambda: [os.environ.get(k) for k in keys])
+    assert list(seen.values()) == [[want] * 3, [want] * 3]
+
+
 def test_stereo_many_equals_single_calls(client, tmp_path):
     rng = np.random.default_rng(3)
     pairs = []
@@ -123,9 +186,9 @@ def test_flow_many_chunks_overlap_by_one_frame(client, tmp_path):
         {"clip": frames}, tmp_path / "out", chunk=2, client=client, backend="cpu",
         progress=False,
     )  # fmt: skip
-    # 5 pairs in chunks [0:3], [2:5], [4:6]
-    assert sorted(summary.written) == ["clip[0:3]", "clip[2:5]", "clip[4:6]"]
-    for start, stop in ((0, 3), (2, 5), (4, 6)):
+    # 5 pairs in three chunks of at most 2, as equal as possible: [0:2], [1:4], [3:6]
+    assert sorted(summary.written) == ["clip[0:2]", "clip[1:4]", "clip[3:6]"]
+    for start, stop in ((0, 2), (1, 4), (3, 6)):
         want = [
             r.dense
             for r in optical_flow_frames(frames[start:stop], dense=True, backend="cpu")
@@ -133,6 +196,20 @@ def test_flow_many_chunks_overlap_by_one_frame(client, tmp_path):
         for i, flow in enumerate(want):
             got = read_flo(tmp_path / "out" / f"clip_{start + i:06d}.flo")
             np.testing.assert_array_equal(got, flow)
+
+
+@pytest.mark.parametrize("frames", [2, 3, 33, 34, 65, 301, 1000])
+@pytest.mark.parametrize("chunk", [1, 7, 32])
+def test_chunk_ranges_cover_every_pair_once(frames, chunk):
+    ranges = vd._chunk_ranges(frames, chunk)
+    pairs = [i for start, stop in ranges for i in range(start, stop - 1)]
+    assert pairs == list(range(frames - 1))  # each pair once, in order
+    sizes = [stop - 1 - start for start, stop in ranges]
+    assert len(ranges) == -(-(frames - 1) // chunk)  # no more chunks than needed
+    assert max(sizes) <= chunk and max(sizes) - min(sizes) <= 1
+    assert all(b[0] == a[1] - 1 for a, b in zip(ranges, ranges[1:]))  # shared frame
+    if (frames, chunk) == (301, 32):
+        assert sizes == [30] * 10
 
 
 def test_a_killed_worker_loses_nothing(client, tmp_path):
@@ -171,6 +248,8 @@ def test_bad_arguments(tmp_path):
         vd.segment_many([_picture(1)], tmp_path, retries=-1, progress=False)
     with pytest.raises(ValueError, match="max_in_flight must be a positive integer"):
         vd.segment_many([_picture(1)], tmp_path, max_in_flight=0, progress=False)
+    with pytest.raises(ValueError, match="items_per_task must be a positive integer"):
+        vd.segment_many([_picture(1)], tmp_path, items_per_task=0, progress=False)
     with pytest.raises(ValueError, match="rects must hold one box per image"):
         vd.segment_many([_picture(1)], tmp_path, rects=[], progress=False)
     with pytest.raises(ValueError, match="no image files"):

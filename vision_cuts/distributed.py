@@ -22,9 +22,16 @@ Behaviour shared by all of them:
   and renamed into place, so an interrupted write never leaves a partial output behind
   (that folder is emptied and removed at the end of the run: do not point two runs at
   one ``out_dir`` at the same time);
-* a task that raises is retried once (``retries``), then reported with its input's name
-  and the error, and the rest of the run goes on; a worker that dies has its tasks
+* an item that raises is retried once (``retries``), then reported with its input's
+  name and the error, and the rest of the run goes on; a worker that dies has its tasks
   rescheduled by Dask;
+* a task holds ``items_per_task`` items; by default one until the first few tasks
+  have finished, then as many as take about a quarter of a second (at most 16): a
+  task costs its worker a few milliseconds of scheduling, which small items on a GPU
+  feel (1-GPU stereo of 256 x 320 pairs: 31 ms an item), and long items stay one a
+  task so that the workers share them evenly; towards the end of the run these tasks
+  shrink (at most half of the items left a worker), so that the workers finish
+  together;
 * at most ``max_in_flight`` tasks are submitted at a time;
 * a one-line progress bar on stderr (``progress``), and a :class:`RunSummary` back.
 
@@ -140,8 +147,13 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
     # turns off glibc's adaptive mmap threshold: every large temporary array is then
     # mapped afresh and faulted in page by page (a Middlebury-size stereo pair took
     # 2.7 s instead of 1.1 s in such a process). These workers keep glibc's default.
+    # The workers' thread counts (_thread_env) go through the nannies' environment
+    # settings as well as the clusters' ``env``: dask-cuda's LocalCUDACluster replaces
+    # a worker's ``env`` with its CUDA_VISIBLE_DEVICES, and the workers then ran with
+    # the nannies' OMP_NUM_THREADS=1.
+    n_env = _gpu_workers(workers, gpus) if gpu else (workers or os.cpu_count() or 1)
     with dask.config.set(
-        {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+        {**_WORKER_CONFIG, "distributed.nanny.environ": _thread_env(max(1, n_env))}
     ):
         cluster = _cluster(dist, workers, gpu, gpus)
 
@@ -155,6 +167,20 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
                 cluster.close()
 
     return _OwningClient(cluster)
+
+
+#: Dask settings of the workers that local_client starts. Dask's statistical profiler
+#: samples every thread's stack of a worker each 10 ms, holding the GIL while it walks
+#: them, and a launch-bound device pipeline takes and drops the GIL at every
+#: synchronisation: these workers run without it (BENCHMARKS.md has the measurement).
+_WORKER_CONFIG = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+}
+
+
+def _gpu_workers(workers: int | None, gpus: int) -> int:
+    return gpus if workers is None else min(workers, gpus)
 
 
 def _thread_env(n: int) -> dict:
@@ -173,7 +199,7 @@ def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
     if gpu:
         if gpus == 0:
             raise ValueError("gpu=True, but no CUDA device is visible")
-        n = gpus if workers is None else min(workers, gpus)
+        n = _gpu_workers(workers, gpus)
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:  # missing, or not matching this distributed
@@ -213,17 +239,34 @@ def _gpu_spec_cluster(dist: Any, n: int) -> Any:
 
 
 # ------------------------------------------------------------------ the run loop
-def _task(fn: Callable, payload: Any, outs: list[str], params: dict) -> list[str]:
-    """On a worker: compute, then write every output under a temporary name and
-    rename it (``fn`` returns one array per output path)."""
-    arrays = fn(payload, **params)
-    for path, array in zip(outs, arrays, strict=True):
-        p = Path(path)
-        tmp = p.parent / _PARTIAL / f"{p.stem}-{uuid.uuid4().hex}{p.suffix}"
-        tmp.parent.mkdir(exist_ok=True)
-        _write(str(tmp), array)
-        os.replace(tmp, p)
-    return outs
+def _task(
+    fn: Callable, batch: list, params: dict, retries: int
+) -> tuple[list, float]:
+    """On a worker: the items of one task in turn. Each item is computed (tried
+    ``1 + retries`` times), then every output is written under a temporary name and
+    renamed (``fn`` returns one array per output path). Returns ``([(name, error or
+    None), ...], seconds a computed item took on average)``: an item that fails does
+    not stop the others."""
+    report = []
+    t0 = time.perf_counter()
+    for name, payload, outs in batch:
+        error = None
+        for _ in range(1 + retries):
+            try:
+                arrays = fn(payload, **params)
+                for path, array in zip(outs, arrays, strict=True):
+                    p = Path(path)
+                    tmp = p.parent / _PARTIAL / f"{p.stem}-{uuid.uuid4().hex}{p.suffix}"
+                    tmp.parent.mkdir(exist_ok=True)
+                    _write(str(tmp), array)
+                    os.replace(tmp, p)
+            except Exception as exc:  # reported with the item's name
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                error = None
+                break
+        report.append((name, error))
+    return report, (time.perf_counter() - t0) / max(1, len(batch))
 
 
 #: the folder of out_dir where the outputs are written before they are renamed; what a
@@ -252,6 +295,22 @@ def _write(path: str, array: Any) -> None:
         raise ValueError(f"no writer for {suffix!r}")
 
 
+#: with ``items_per_task=None``, tasks of one item until a few have finished, then
+#: tasks of as many items as take about this long (at most _MAX_ITEMS_PER_TASK): a
+#: task costs the worker a few milliseconds of scheduling beside the launch-bound
+#: device work of a small item (1-GPU stereo of 256 x 320 pairs, 31 ms an item: 29
+#: items/s in single-item tasks against 32 for the same loop inside the worker)
+_TASK_SECONDS = 0.25
+_MAX_ITEMS_PER_TASK = 16
+
+
+def _check_count(name: str, value: Any, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+
+
 def _run(
     label: str,
     jobs: list[tuple[str, Any, list[Path]]],
@@ -264,20 +323,16 @@ def _run(
     overwrite: bool,
     progress: bool,
     max_in_flight: int | None,
+    items_per_task: int | None = None,
 ) -> RunSummary:
-    """Submit ``fn(payload, **params)`` for every job ``(name, payload, outputs)``
-    whose outputs are not all there, at most ``max_in_flight`` at a time."""
+    """Compute ``fn(payload, **params)`` for every job ``(name, payload, outputs)``
+    whose outputs are not all there, in tasks of ``items_per_task`` jobs (None: chosen
+    from the first tasks' times), at most ``max_in_flight`` tasks at a time."""
     dist = _distributed()
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
-    if max_in_flight is not None and (
-        isinstance(max_in_flight, bool)
-        or not isinstance(max_in_flight, int)
-        or max_in_flight < 1
-    ):
-        raise ValueError(
-            f"max_in_flight must be a positive integer or None, got {max_in_flight!r}"
-        )
+    _check_count("max_in_flight", max_in_flight)
+    _check_count("items_per_task", items_per_task)
     t0 = time.perf_counter()
     summary = RunSummary()
     todo = []
@@ -299,23 +354,33 @@ def _run(
         pending: dict = {}
         queue = iter(todo)
         done = dist.as_completed()
+        probe = 4 * max(1, nworkers)  # single-item tasks timed before batching
+        item_seconds: list = []
+        size = [items_per_task or 1]
+
+        left = [len(todo)]
 
         def submit() -> bool:
-            try:
-                name, payload, outs = next(queue)
-            except StopIteration:
+            n = size[0]
+            if items_per_task is None:  # guided: at most half of what is left a
+                # worker, so that the last tasks are short and the workers finish
+                # together
+                n = min(n, max(1, -(-left[0] // (2 * max(1, nworkers)))))
+            batch = [job for _, job in zip(range(n), queue, strict=False)]
+            if not batch:
                 return False
+            left[0] -= len(batch)
             fut = client.submit(
                 _task,
                 fn,
-                payload,
-                [str(p) for p in outs],
+                [(name, payload, [str(p) for p in outs]) for name, payload, outs in batch],
                 params,
+                retries,
                 key=f"vision_cuts-{label}-{uuid.uuid4().hex}",
                 pure=False,
-                retries=retries,
+                retries=retries,  # a task that raises outside the items' own tries
             )
-            pending[fut.key] = name
+            pending[fut.key] = [name for name, _, _ in batch]
             done.add(fut)
             return True
 
@@ -323,14 +388,28 @@ def _run(
             if not submit():
                 break
         for fut in done:
-            name = pending.pop(fut.key)
+            names = pending.pop(fut.key)
             if fut.status == "finished":
-                summary.written.append(name)
-            else:
+                report, seconds = fut.result()
+                for name, error in report:
+                    if error is None:
+                        summary.written.append(name)
+                    else:
+                        summary.failed.append(ItemError(name, error))
+                if items_per_task is None and len(item_seconds) < probe:
+                    item_seconds.append(seconds)
+                    if len(item_seconds) == probe:
+                        typical = sorted(item_seconds)[(probe - 1) // 2]
+                        size[0] = max(1, min(_MAX_ITEMS_PER_TASK, int(
+                            _TASK_SECONDS / max(typical, 1e-6))))  # fmt: skip
+            else:  # the task itself failed (for example its worker died each time)
                 exc = fut.exception()
-                summary.failed.append(ItemError(name, f"{type(exc).__name__}: {exc}"))
+                for name in names:
+                    summary.failed.append(
+                        ItemError(name, f"{type(exc).__name__}: {exc}")
+                    )
             fut.release()
-            finished += 1
+            finished += len(names)
             bar(finished, len(todo))
             submit()
     finally:
@@ -424,6 +503,7 @@ def segment_many(
     overwrite: bool = False,
     progress: bool = True,
     max_in_flight: int | None = None,
+    items_per_task: int | None = None,
     **grabcut_params: Any,
 ) -> RunSummary:
     """GrabCut over many images: ``out_dir/<name>.png`` (uint8, 255 = object) each.
@@ -458,6 +538,7 @@ def segment_many(
         overwrite=overwrite,
         progress=progress,
         max_in_flight=max_in_flight,
+        items_per_task=items_per_task,
     )
 
 
@@ -480,6 +561,7 @@ def stereo_many(
     overwrite: bool = False,
     progress: bool = True,
     max_in_flight: int | None = None,
+    items_per_task: int | None = None,
     **stereo_params: Any,
 ) -> RunSummary:
     """``stereo_disparity`` over rectified pairs: ``out_dir/<name>.pfm`` each (the
@@ -509,6 +591,7 @@ def stereo_many(
         overwrite=overwrite,
         progress=progress,
         max_in_flight=max_in_flight,
+        items_per_task=items_per_task,
     )
 
 
@@ -555,6 +638,17 @@ def _video_frames(path: str, start: int, stop: int) -> list:
     return frames
 
 
+def _chunk_ranges(frames: int, chunk: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` frame ranges of a sequence of ``frames`` frames: chunks of at
+    most ``chunk`` frame pairs, as equal as possible (300 pairs by 32: ten of 30, not
+    nine of 32 and one of 12, so that two workers get equal shares), neighbours
+    sharing their border frame."""
+    pairs = frames - 1
+    n = -(-pairs // chunk)
+    bounds = [pairs * i // n for i in range(n + 1)]
+    return [(a, b + 1) for a, b in zip(bounds, bounds[1:])]
+
+
 def _flow_chunk(payload: Any, **params: Any) -> list:
     from .optical_flow import optical_flow_frames
 
@@ -576,6 +670,7 @@ def flow_many(
     overwrite: bool = False,
     progress: bool = True,
     max_in_flight: int | None = None,
+    items_per_task: int | None = None,
     **flow_params: Any,
 ) -> RunSummary:
     """Dense optical flow between the consecutive frames of one or more sequences:
@@ -584,8 +679,8 @@ def flow_many(
     ``sequences``: one sequence (a video file, read by the workers; a folder or a glob
     pattern of frames; a list of frame paths or arrays; an (n, h, w[, 3]) array) or a
     dict ``{name: sequence}`` (a video alone is named after its file). Each is cut into
-    chunks of ``chunk`` frame pairs that share their border frames (chunk + 1 frames
-    each); a chunk is one task, warm-started within itself. Other keywords go to
+    chunks of at most ``chunk`` frame pairs, as equal as possible, that share their
+    border frames; a chunk is one task, warm-started within itself. Other keywords go to
     :func:`vision_cuts.optical_flow_frames`.
     """
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -609,8 +704,7 @@ def flow_many(
             raise ValueError(
                 f"sequence {seq_name!r} needs at least 2 frames, got {count}"
             )
-        for start in range(0, count - 1, chunk):
-            stop = min(start + chunk, count - 1) + 1
+        for start, stop in _chunk_ranges(count, chunk):
             part = (
                 ("video", str(seq), start, stop)
                 if frames is None
@@ -629,6 +723,7 @@ def flow_many(
         overwrite=overwrite,
         progress=progress,
         max_in_flight=max_in_flight,
+        items_per_task=items_per_task,
     )
 
 
@@ -655,6 +750,7 @@ def assignment_many(
     overwrite: bool = False,
     progress: bool = True,
     max_in_flight: int | None = None,
+    items_per_task: int | None = None,
     **params: Any,
 ) -> RunSummary:
     """``linear_sum_assignment_batched`` over a (B, n, m) stack, ``batch`` problems a
@@ -698,4 +794,5 @@ def assignment_many(
         overwrite=overwrite,
         progress=progress,
         max_in_flight=max_in_flight,
+        items_per_task=items_per_task,
     )
