@@ -79,6 +79,19 @@ def make_inputs(kind: str, n: int, root: Path, rng) -> tuple:
     return {"clip": root / "in"}, {}
 
 
+def warm(kind: str, items, params: dict, backend: str) -> None:
+    """One job of the loop (the first pairs of a clip: 3 warm-started pairs), run where
+    it is called: compiles what a job compiles, on the process's device."""
+    from vision_cuts import distributed as vd
+
+    if kind == "stereo":
+        vd._stereo_one(items[0], backend=backend, **params)
+    elif kind == "segment":
+        vd._segment_one((sorted(Path(items).iterdir())[0], None), backend=backend, **params)
+    else:
+        vd._flow_chunk(sorted(Path(items["clip"]).iterdir())[:4], backend=backend)
+
+
 def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
     """The plain loop over the same files; returns seconds (after a warm-up)."""
     from vision_cuts import distributed as vd
@@ -100,7 +113,7 @@ def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
         for start, stop in vd._chunk_ranges(len(frames), 32):
             outs = [out / f"clip_{i:06d}.flo" for i in range(start, stop - 1)]
             jobs.append((None, frames[start:stop], outs))
-    fn(jobs[0][1])  # warm-up
+    warm(kind, items, params, backend)
     t0 = time.perf_counter()
     for _, payload, outs in jobs:
         for path, arr in zip(outs, fn(payload), strict=True):
@@ -150,9 +163,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", action="store_true", help="one worker per GPU (dask-cuda)")
     ap.add_argument(
         "--variants", nargs="+", default=["default"],
-        choices=["default", "profiler", "single-items", "loop-in-worker"],
-        help="with one worker also: Dask's profiler on (its default), one item a "
-        "task, the plain loop run inside the worker",
+        choices=["default", "single-items", "loop-in-worker"],
+        help="with one worker also: one item a task, the plain loop run inside the "
+        "worker",
     )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
@@ -184,25 +197,18 @@ def main(argv=None) -> int:
         runs += [(1, v) for v in args.variants if v != "default"]
         for w, variant in runs:
             out = root / f"dask{w}-{variant}"
-            config = dict(vd._WORKER_CONFIG)
-            if variant == "profiler":  # Dask's default: the profiler on
-                vd._WORKER_CONFIG["distributed.worker.profile.enabled"] = True
-            try:
-                client = vd.local_client(w, gpu=args.gpu)
-            finally:
-                vd._WORKER_CONFIG.update(config)
-            with client:
+            with vd.local_client(w, gpu=args.gpu) as client:
                 nworkers = len(client.scheduler_info()["workers"])
                 print(f"{variant}: {type(client.cluster).__name__}, {nworkers} worker(s)")
-                # warm-up: one item per worker (compiled kernels and solvers)
-                if args.kind == "stereo":
-                    sample = items[:nworkers]
-                elif args.kind == "segment":
-                    sample = sorted(Path(items).iterdir())[:nworkers]
-                else:
-                    sample = {"warm": sorted(Path(items["clip"]).iterdir())[:2]}
+                # warm-up: one job on every worker, in the thread that runs its tasks
+                # (compiled kernels and solvers, and the thread's own: its OpenMP
+                # team, CuPy's handles), as the single process's
+                client.gather([
+                    client.submit(warm, args.kind, items, params, backend, pure=False,
+                                  workers=[a], allow_other_workers=False)
+                    for a in client.scheduler_info()["workers"]
+                ])  # fmt: skip
                 kw = {"client": client, "progress": False, "backend": backend}
-                run(sample, root / f"warm{w}-{variant}", **kw, **params)
                 if variant == "loop-in-worker":  # the plain loop, inside the worker
                     fut = client.submit(single, args.kind, items, params, out, backend)
                     dt = fut.result()

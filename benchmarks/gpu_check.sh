@@ -163,9 +163,9 @@ if want distributed && have_data distributed; then
     python3 -P -m pytest -q -p no:cacheprovider tests/test_distributed.py 2>&1 \
         | tee "$OUT/tests_distributed.log" || rc=1
     ngpu=$(nvidia-smi -L | wc -l)
-    # stereo also with one worker in Dask's defaults (profiler on), one item a task,
+    # stereo also with one worker: one item a task,
     # and the plain loop inside the worker: where the time of small items goes
-    for spec in "stereo 200 default profiler single-items loop-in-worker" \
+    for spec in "stereo 200 default single-items loop-in-worker" \
                 "segment 200 default" "flow 301 default"; do
         set -- $spec
         python3 -P benchmarks/bench_distributed.py --kind "$1" --items "$2" --gpu \

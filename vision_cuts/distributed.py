@@ -153,7 +153,10 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
     # the nannies' OMP_NUM_THREADS=1.
     n_env = _gpu_workers(workers, gpus) if gpu else (workers or os.cpu_count() or 1)
     with dask.config.set(
-        {**_WORKER_CONFIG, "distributed.nanny.environ": _thread_env(max(1, n_env))}
+        {
+            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+            "distributed.nanny.environ": _thread_env(max(1, n_env)),
+        }
     ):
         cluster = _cluster(dist, workers, gpu, gpus)
 
@@ -167,16 +170,6 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
                 cluster.close()
 
     return _OwningClient(cluster)
-
-
-#: Dask settings of the workers that local_client starts. Dask's statistical profiler
-#: samples every thread's stack of a worker each 10 ms, holding the GIL while it walks
-#: them, and a launch-bound device pipeline takes and drops the GIL at every
-#: synchronisation: these workers run without it (BENCHMARKS.md has the measurement).
-_WORKER_CONFIG = {
-    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-    "distributed.worker.profile.enabled": False,
-}
 
 
 def _gpu_workers(workers: int | None, gpus: int) -> int:
