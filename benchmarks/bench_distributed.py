@@ -92,12 +92,6 @@ def warm(kind: str, items, params: dict, backend: str) -> None:
         vd._flow_chunk(sorted(Path(items["clip"]).iterdir())[:4], backend=backend)
 
 
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
-
-
 def single(kind: str, items, params: dict, out: Path, backend: str) -> float:
     """The plain loop over the same files; returns seconds (after a warm-up)."""
     from vision_cuts import distributed as vd
@@ -205,9 +199,7 @@ def main(argv=None) -> int:
             out = root / f"dask{w}-{variant}"
             with vd.local_client(w, gpu=args.gpu) as client:
                 nworkers = len(client.scheduler_info()["workers"])
-                cores = sorted(client.run(_cores).values())
-                print(f"{variant}: {type(client.cluster).__name__}, {nworkers} worker(s) "
-                      f"using {cores} cores")  # fmt: skip
+                print(f"{variant}: {type(client.cluster).__name__}, {nworkers} worker(s)")
                 # warm-up: one job on every worker, in the thread that runs its tasks
                 # (compiled kernels and solvers, and the thread's own: its OpenMP
                 # team, CuPy's handles), as the single process's

@@ -149,33 +149,6 @@ def test_items_batched_into_tasks(client, tmp_path, monkeypatch):
     assert calls == [1] * len(items)
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux only")
-def test_a_worker_pinned_to_fewer_cores_than_its_share_gets_its_parents():
-    """dask-cuda pins a GPU worker to one NUMA node; a worker alone gets the cores its
-    parent (the nanny) has, in every thread, and one with its share keeps its own."""
-    import subprocess
-    import sys
-
-    code = """
-import os, threading, time
-from vision_cuts.distributed import _widen_affinity
-first = min(os.sched_getaffinity(0))
-os.sched_setaffinity(0, {first})
-stop = threading.Event()
-t = threading.Thread(target=stop.wait); t.start()   # a thread started while pinned
-print(_widen_affinity(1), end=" ")                   # its share: kept
-print(len(os.sched_getaffinity(0)), end=" ")
-print(_widen_affinity(10**6), end=" ")               # fewer than its share: widened
-print(len(os.sched_getaffinity(t.native_id)))
-stop.set(); t.join()
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
-    parent = len(os.sched_getaffinity(0))
-    assert out == ["1", "1", str(parent), str(parent)]
-
-
 def test_workers_share_the_cores(client):
     """Each of the two CPU workers gets half the cores for its threads (the nannies
     set OMP_NUM_THREADS=1 otherwise)."""

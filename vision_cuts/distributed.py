@@ -169,32 +169,7 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
             finally:
                 cluster.close()
 
-    client = _OwningClient(cluster)
-    if gpu:
-        client.run(_widen_affinity, max(1, (os.cpu_count() or 1) // max(1, n_env)))
-    return client
-
-
-def _widen_affinity(share: int) -> int:
-    """On a worker: give every thread of the process its nanny's cores when the worker
-    may use fewer than ``share`` of them; returns the cores it may use.
-
-    dask-cuda pins each worker to the cores near its GPU (one NUMA node). Several
-    workers then split the machine as they should, but one worker alone gets that node
-    only, where the process it replaces had every core: the CPU side of the flow
-    pipeline (frame decoding, detection, DIS) ran 10% slower there on a two-socket
-    host (BENCHMARKS.md)."""
-    if not hasattr(os, "sched_getaffinity"):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-    cores = os.sched_getaffinity(0)
-    if len(cores) < share:
-        wide = os.sched_getaffinity(os.getppid())
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                os.sched_setaffinity(int(tid), wide)
-            except OSError:  # a thread that ended meanwhile
-                pass
-    return len(os.sched_getaffinity(0))
+    return _OwningClient(cluster)
 
 
 def _gpu_workers(workers: int | None, gpus: int) -> int:
