@@ -22,10 +22,12 @@ item is lost or duplicated.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -163,13 +165,17 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", action="store_true", help="one worker per GPU (dask-cuda)")
     ap.add_argument(
         "--variants", nargs="+", default=["default"],
-        choices=["default", "single-items", "loop-in-worker"],
+        choices=["default", "single-items", "loop-in-worker", "profiler-off", "thread"],
         help="with one worker also: one item a task, the plain loop run inside the "
-        "worker",
+        "worker, Dask's profiler off; the plain loop in a thread of this process",
     )  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of every method")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+
+    import dask
+    import distributed  # noqa: F401  (its configuration before dask.config.set)
 
     from vision_cuts import distributed as vd
     from vision_cuts._backend import machine_description
@@ -184,69 +190,96 @@ def main(argv=None) -> int:
             f"machine: {machine_description()}; {args.kind}, {args.items} items, "
             f"backend {backend}"
         )
-        t_single = single(args.kind, items, params, root / "single", backend)
-        n_single = len(list((root / "single").iterdir()))
-        rows = [{"method": "single process", "workers": 1, "seconds": t_single,
-                 "outputs": n_single, "items_per_s": n_single / t_single}]  # fmt: skip
         run = {
             "stereo": vd.stereo_many,
             "segment": vd.segment_many,
             "flow": vd.flow_many,
         }[args.kind]
-        runs = [(w, "default") for w in args.workers]
-        runs += [(1, v) for v in args.variants if v != "default"]
-        for w, variant in runs:
-            out = root / f"dask{w}-{variant}"
-            with vd.local_client(w, gpu=args.gpu) as client:
-                nworkers = len(client.scheduler_info()["workers"])
-                print(f"{variant}: {type(client.cluster).__name__}, {nworkers} worker(s)")
+        clusters = [(w, "default") for w in args.workers]
+        clusters += [(1, v) for v in args.variants if v not in ("default", "thread")]
+        times: dict = {}  # method -> [seconds of each round]
+        info: dict = {}  # method -> (variant, workers)
+        with contextlib.ExitStack() as stack:
+            clients = []
+            for w, variant in clusters:
+                off = {"distributed.worker.profile.enabled": variant != "profiler-off"}
+                with dask.config.set(off):
+                    client = stack.enter_context(vd.local_client(w, gpu=args.gpu))
+                addrs = list(client.scheduler_info()["workers"])
+                print(f"{variant}: {type(client.cluster).__name__}, {len(addrs)} worker(s)")
                 # warm-up: one job on every worker, in the thread that runs its tasks
                 # (compiled kernels and solvers, and the thread's own: its OpenMP
                 # team, CuPy's handles), as the single process's
                 client.gather([
                     client.submit(warm, args.kind, items, params, backend, pure=False,
                                   workers=[a], allow_other_workers=False)
-                    for a in client.scheduler_info()["workers"]
+                    for a in addrs
                 ])  # fmt: skip
-                kw = {"client": client, "progress": False, "backend": backend}
-                if variant == "loop-in-worker":  # the plain loop, inside the worker
-                    fut = client.submit(single, args.kind, items, params, out, backend)
-                    dt = fut.result()
-                else:
-                    if variant == "single-items":
-                        kw["items_per_task"] = 1
-                    t0 = time.perf_counter()
-                    summary = run(items, out, **kw, **params)
-                    dt = time.perf_counter() - t0
-                    if summary.failed:
-                        raise SystemExit(str(summary))
-            n = compare(root / "single", out)
-            label = "" if variant == "default" else f", {variant}"
-            rows.append(
-                {
-                    "method": f"dask, {nworkers} worker(s){label}",
-                    "variant": variant,
-                    "workers": nworkers,
-                    "seconds": dt,
-                    "outputs": n,
-                    "items_per_s": n / dt,
-                }
-            )
-        print("\n| method | outputs | seconds | items/s | x single |")
-        print("|---|---|---|---|---|")
-        for r in rows:
-            r["speedup"] = t_single / r["seconds"] * (r["outputs"] / n_single)
-            print(f"| {r['method']} | {r['outputs']} | {r['seconds']:.1f} | "
-                  f"{r['items_per_s']:.2f} | {r['speedup']:.2f}x |")  # fmt: skip
+                label = "" if variant == "default" else f", {variant}"
+                clients.append((f"dask, {len(addrs)} worker(s){label}", variant, client))
+                info[clients[-1][0]] = (variant, len(addrs))
+            info["single process"] = ("single", 1)
+            if "thread" in args.variants:
+                info["single process, in a thread"] = ("thread", 1)
+            # rounds: every method once a round, in turn (drifts of the host's speed
+            # fall on all of them alike)
+            for r in range(args.repeat):
+                out = root / f"single{r}"
+                times.setdefault("single process", []).append(
+                    single(args.kind, items, params, out, backend)
+                )
+                if "thread" in args.variants:  # the plain loop in a thread of this process
+                    with ThreadPoolExecutor(1) as pool:
+                        dt = pool.submit(
+                            single, args.kind, items, params, root / f"thread{r}", backend
+                        ).result()
+                    times.setdefault("single process, in a thread", []).append(dt)
+                for method, variant, client in clients:
+                    out = root / f"{method}-{r}".replace(" ", "_").replace(",", "")
+                    kw = {"client": client, "progress": False, "backend": backend}
+                    if variant == "loop-in-worker":  # the plain loop, inside the worker
+                        fut = client.submit(single, args.kind, items, params, out, backend)
+                        dt = fut.result()
+                    else:
+                        if variant == "single-items":
+                            kw["items_per_task"] = 1
+                        t0 = time.perf_counter()
+                        summary = run(items, out, **kw, **params)
+                        dt = time.perf_counter() - t0
+                        if summary.failed:
+                            raise SystemExit(str(summary))
+                    times.setdefault(method, []).append(dt)
+        # every output of every round, counted and compared with the first single run
+        n_single = len(list((root / "single0").iterdir()))
+        outs = sorted(p for p in root.iterdir() if p.is_dir() and p.name != "in")
+        counts = {p.name: compare(root / "single0", p) for p in outs}
+        rows = []
+        t_single = float(np.median(times["single process"]))
+        print(f"\n{args.repeat} round(s); items/s of the median and the slowest round")
+        print("| method | outputs a round | median s | items/s | slowest items/s | "
+              "x single |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for method, secs in times.items():
+            med, worst = float(np.median(secs)), max(secs)
+            variant, workers = info[method]
+            row = {"method": method, "variant": variant, "workers": workers,
+                   "seconds": med, "seconds_all": secs, "outputs": n_single,
+                   "items_per_s": n_single / med,
+                   "items_per_s_slowest": n_single / worst,
+                   "speedup": t_single / med}  # fmt: skip
+            rows.append(row)
+            print(f"| {method} | {n_single} | {med:.2f} | {row['items_per_s']:.2f} | "
+                  f"{row['items_per_s_slowest']:.2f} | {row['speedup']:.2f}x |")  # fmt: skip
+        print(f"outputs checked: {len(counts)} folders, {sum(counts.values())} files")
         print(
             "(every output equal to the single process's"
             + (f"; flow fields to {FLO_TOLERANCE} px)" if args.kind == "flow" else ")")
         )
         if args.json:
-            info = {"machine": machine_description(), "kind": args.kind}
-            info.update(items=args.items, backend=backend, rows=rows)
+            meta = {"machine": machine_description(), "kind": args.kind}
+            meta.update(items=args.items, backend=backend, repeat=args.repeat, rows=rows)
             with open(args.json, "w") as f:
-                json.dump(info, f, indent=1)
+                json.dump(meta, f, indent=1)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -169,7 +169,7 @@ if want distributed && have_data distributed; then
                 "segment 200 default" "flow 301 default"; do
         set -- $spec
         python3 -P benchmarks/bench_distributed.py --kind "$1" --items "$2" --gpu \
-            --workers $(seq 1 "$ngpu") --variants "${@:3}" \
+            --workers $(seq 1 "$ngpu") --variants "${@:3}" --repeat 3 \
             --json "$OUT/bench_distributed_$1.json" 2>&1 \
             | tee "$OUT/bench_distributed_$1.log" \
             | grep -v -E "^[0-9-]+ [0-9:,]+ - distributed" || rc=1
