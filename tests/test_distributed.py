@@ -358,6 +358,12 @@ def test_cli_flow_video(tmp_path, capsys):
             break
         decoded.append(cv2.cvtColor(f, cv2.COLOR_BGR2RGB))
     assert len(decoded) == 5
+    # a chunk's frames, decoded as the flow asks for them
+    part = vd._video_frames(str(video), 1, 4)
+    np.testing.assert_array_equal(next(part), decoded[1])
+    np.testing.assert_array_equal(np.stack(list(part)), np.stack(decoded[2:4]))
+    with pytest.raises(ValueError, match="has fewer than 9 frames"):
+        list(vd._video_frames(str(video), 2, 9))
     want = [r.dense for r in optical_flow_frames(decoded, dense=True, backend="cpu")]
     for i, flow in enumerate(want):
         np.testing.assert_array_equal(

@@ -53,7 +53,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -616,23 +616,23 @@ def _video_length(path: Any) -> int:
     return n
 
 
-def _video_frames(path: str, start: int, stop: int) -> list:
-    """Frames ``start .. stop - 1`` of a video (RGB), read in order (exact, whatever
-    the codec's seeking)."""
+def _video_frames(path: str, start: int, stop: int) -> Iterator[np.ndarray]:
+    """Frames ``start .. stop - 1`` of a video (RGB), decoded in order (exact, whatever
+    the codec's seeking) as they are asked for."""
     import cv2
 
     cap = cv2.VideoCapture(path)
-    for _ in range(start):
-        if not cap.grab():
-            raise ValueError(f"{path!r} has fewer than {start} frames")
-    frames = []
-    for _ in range(start, stop):
-        ok, frame = cap.read()
-        if not ok:
-            raise ValueError(f"{path!r} has fewer than {stop} frames")
-        frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
-    cap.release()
-    return frames
+    try:
+        for _ in range(start):
+            if not cap.grab():
+                raise ValueError(f"{path!r} has fewer than {start} frames")
+        for _ in range(start, stop):
+            ok, frame = cap.read()
+            if not ok:
+                raise ValueError(f"{path!r} has fewer than {stop} frames")
+            yield cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+    finally:
+        cap.release()
 
 
 def _chunk_ranges(frames: int, chunk: int) -> list[tuple[int, int]]:
@@ -649,10 +649,12 @@ def _chunk_ranges(frames: int, chunk: int) -> list[tuple[int, int]]:
 def _flow_chunk(payload: Any, **params: Any) -> list:
     from .optical_flow import optical_flow_frames
 
+    # frames go in as they are read: optical_flow_frames reads the next frame on its
+    # own thread while it solves the current pair, so decoding overlaps the flow
     if isinstance(payload, tuple) and payload and payload[0] == "video":
         frames = _video_frames(*payload[1:])
     else:
-        frames = [_read_rgb(f) for f in payload]
+        frames = (_read_rgb(f) for f in payload)
     return [r.dense for r in optical_flow_frames(frames, dense=True, **params)]
 
 
