@@ -186,9 +186,6 @@ def _thread_env(n: int) -> dict:
         "VISION_CUTS_THREADS": threads,
         "NUMBA_NUM_THREADS": threads,
         "OMP_NUM_THREADS": threads,
-        # OpenCV's own pool (DIS, colour conversions, image decoding) takes every
-        # core in each process otherwise
-        "OPENCV_FOR_THREADS_NUM": threads,
     }
 
 
