@@ -30,9 +30,8 @@ Behaviour shared by all of them:
   task costs its worker a few milliseconds of scheduling, which small items on a GPU
   feel (1-GPU stereo of 256 x 320 pairs, 28 ms an item: 0.90x the plain loop in tasks
   of one item, 0.95x batched), and long items stay one a task so that the workers
-  share them evenly; towards the end of the run these tasks
-  shrink (at most half of the items left a worker), so that the workers finish
-  together;
+  share them evenly; towards the end of the run these tasks shrink (at most half of
+  the items left a worker), so that the workers finish together;
 * at most ``max_in_flight`` tasks are submitted at a time;
 * a one-line progress bar on stderr (``progress``), and a :class:`RunSummary` back.
 
@@ -299,8 +298,8 @@ _TASK_SECONDS = 0.25
 _MAX_ITEMS_PER_TASK = 16
 
 
-def _check_count(name: str, value: Any, allow_none: bool = True) -> None:
-    if value is None and allow_none:
+def _check_count(name: str, value: Any) -> None:
+    if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
