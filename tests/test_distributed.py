@@ -212,7 +212,10 @@ def test_chunk_ranges_cover_every_pair_once(frames, chunk):
         assert sizes == [30] * 10
 
 
-def test_a_killed_worker_loses_nothing(client, tmp_path):
+@pytest.mark.parametrize("per_task", [None, 3])
+def test_a_killed_worker_loses_nothing(client, tmp_path, per_task):
+    """Single items, and tasks of several items (the killed worker's task is run
+    again elsewhere, items it had written included)."""
     images = [_picture(s, h=240, w=320) for s in range(8)]
     _write_pngs(tmp_path / "in", images)
     out = tmp_path / "out"
@@ -221,7 +224,7 @@ def test_a_killed_worker_loses_nothing(client, tmp_path):
     def run():
         result["summary"] = vd.segment_many(
             tmp_path / "in", out, client=client, backend="cpu", progress=False,
-            max_in_flight=8,
+            max_in_flight=8, items_per_task=per_task,
         )  # fmt: skip
 
     t = threading.Thread(target=run)
@@ -241,6 +244,64 @@ def test_a_killed_worker_loses_nothing(client, tmp_path):
     assert len(summary.written) == 8
     names = [f"img{i:02d}.png" for i in range(8)]
     assert sorted(p.name for p in out.iterdir()) == names
+
+
+class _FakeFuture:
+    """A future as the run loop sees it: a status, and result() that waits."""
+
+    def __init__(self, key, status, outcome):
+        self.key, self.status, self._outcome = key, status, outcome
+
+    def result(self):
+        if isinstance(self._outcome, Exception):
+            raise self._outcome
+        return self._outcome
+
+    def release(self):
+        pass
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_run_reads_results_not_statuses(tmp_path, monkeypatch, fail):
+    """A task that finished on a worker killed before its result was fetched reads
+    "lost" when the run loop gets it, and its result comes once Dask has computed it
+    again: its items are written, not failed (they were reported failed with
+    "NoneType: None"). A task that raises is reported for each of its items."""
+
+    class Done:  # as_completed, in submission order
+        def __init__(self):
+            self.queue = []
+
+        def add(self, fut):
+            self.queue.append(fut)
+
+        def __iter__(self):
+            while self.queue:
+                yield self.queue.pop(0)
+
+    class Client:
+        def scheduler_info(self):
+            return {"workers": {"w0": {}, "w1": {}}}
+
+        def submit(self, fn, *args, key, pure, retries):
+            if fail:
+                return _FakeFuture(key, "error", RuntimeError("worker died 3 times"))
+            return _FakeFuture(key, "lost", fn(*args))  # run here, read as lost
+
+    monkeypatch.setattr(distributed, "as_completed", Done)
+    jobs = [(f"n{i}", i, [tmp_path / f"n{i}.npy"]) for i in range(5)]
+    summary = vd._run(
+        "test", jobs, lambda x: [np.array([x])], {}, Client(), None, retries=0,
+        overwrite=False, progress=False, max_in_flight=None,
+    )  # fmt: skip
+    if fail:
+        assert not summary.written
+        assert [e.name for e in summary.failed] == [f"n{i}" for i in range(5)]
+        assert all(e.error == "RuntimeError: worker died 3 times" for e in summary.failed)
+    else:
+        assert summary.written == [f"n{i}" for i in range(5)] and not summary.failed
+        for i in range(5):
+            assert np.load(tmp_path / f"n{i}.npy").tolist() == [i]
 
 
 def test_bad_arguments(tmp_path):

@@ -382,8 +382,18 @@ def _run(
                 break
         for fut in done:
             names = pending.pop(fut.key)
-            if fut.status == "finished":
+            # result(), not the status: a task that finished on a worker killed before
+            # its result was fetched reads "lost" here, and result() waits for Dask to
+            # compute it again
+            try:
                 report, seconds = fut.result()
+            except Exception as exc:  # the task itself failed (its worker died each
+                # time, or it was cancelled)
+                for name in names:
+                    summary.failed.append(
+                        ItemError(name, f"{type(exc).__name__}: {exc}")
+                    )
+            else:
                 for name, error in report:
                     if error is None:
                         summary.written.append(name)
@@ -395,12 +405,6 @@ def _run(
                         typical = sorted(item_seconds)[(probe - 1) // 2]
                         size[0] = max(1, min(_MAX_ITEMS_PER_TASK, int(
                             _TASK_SECONDS / max(typical, 1e-6))))  # fmt: skip
-            else:  # the task itself failed (for example its worker died each time)
-                exc = fut.exception()
-                for name in names:
-                    summary.failed.append(
-                        ItemError(name, f"{type(exc).__name__}: {exc}")
-                    )
             fut.release()
             finished += len(names)
             bar(finished, len(todo))
