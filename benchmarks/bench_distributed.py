@@ -89,7 +89,9 @@ def warm(kind: str, items, params: dict, backend: str) -> None:
     if kind == "stereo":
         vd._stereo_one(items[0], backend=backend, **params)
     elif kind == "segment":
-        vd._segment_one((sorted(Path(items).iterdir())[0], None), backend=backend, **params)
+        vd._segment_one(
+            (sorted(Path(items).iterdir())[0], None), backend=backend, **params
+        )
     else:
         vd._flow_chunk(sorted(Path(items["clip"]).iterdir())[:4], backend=backend)
 
@@ -206,7 +208,8 @@ def main(argv=None) -> int:
                 with dask.config.set(off):
                     client = stack.enter_context(vd.local_client(w, gpu=args.gpu))
                 addrs = list(client.scheduler_info()["workers"])
-                print(f"{variant}: {type(client.cluster).__name__}, {len(addrs)} worker(s)")
+                kind = type(client.cluster).__name__
+                print(f"{variant}: {kind}, {len(addrs)} worker(s)")
                 # warm-up: one job on every worker, in the thread that runs its tasks
                 # (compiled kernels and solvers, and the thread's own: its OpenMP
                 # team, CuPy's handles), as the single process's
@@ -216,7 +219,9 @@ def main(argv=None) -> int:
                     for a in addrs
                 ])  # fmt: skip
                 label = "" if variant == "default" else f", {variant}"
-                clients.append((f"dask, {len(addrs)} worker(s){label}", variant, client))
+                clients.append(
+                    (f"dask, {len(addrs)} worker(s){label}", variant, client)
+                )
                 info[clients[-1][0]] = (variant, len(addrs))
             info["single process"] = ("single", 1)
             if "thread" in args.variants:
@@ -228,17 +233,25 @@ def main(argv=None) -> int:
                 times.setdefault("single process", []).append(
                     single(args.kind, items, params, out, backend)
                 )
-                if "thread" in args.variants:  # the plain loop in a thread of this process
+                # the plain loop in a thread of this process
+                if "thread" in args.variants:
                     with ThreadPoolExecutor(1) as pool:
                         dt = pool.submit(
-                            single, args.kind, items, params, root / f"thread{r}", backend
+                            single,
+                            args.kind,
+                            items,
+                            params,
+                            root / f"thread{r}",
+                            backend,
                         ).result()
                     times.setdefault("single process, in a thread", []).append(dt)
                 for method, variant, client in clients:
                     out = root / f"{method}-{r}".replace(" ", "_").replace(",", "")
                     kw = {"client": client, "progress": False, "backend": backend}
                     if variant == "loop-in-worker":  # the plain loop, inside the worker
-                        fut = client.submit(single, args.kind, items, params, out, backend)
+                        fut = client.submit(
+                            single, args.kind, items, params, out, backend
+                        )
                         dt = fut.result()
                     else:
                         if variant == "single-items":
@@ -268,8 +281,10 @@ def main(argv=None) -> int:
                    "items_per_s_slowest": n_single / worst,
                    "speedup": t_single / med}  # fmt: skip
             rows.append(row)
-            print(f"| {method} | {n_single} | {med:.2f} | {row['items_per_s']:.2f} | "
-                  f"{row['items_per_s_slowest']:.2f} | {row['speedup']:.2f}x |")  # fmt: skip
+            print(
+                f"| {method} | {n_single} | {med:.2f} | {row['items_per_s']:.2f} | "
+                f"{row['items_per_s_slowest']:.2f} | {row['speedup']:.2f}x |"
+            )
         print(f"outputs checked: {len(counts)} folders, {sum(counts.values())} files")
         print(
             "(every output equal to the single process's"
@@ -277,7 +292,9 @@ def main(argv=None) -> int:
         )
         if args.json:
             meta = {"machine": machine_description(), "kind": args.kind}
-            meta.update(items=args.items, backend=backend, repeat=args.repeat, rows=rows)
+            meta.update(
+                items=args.items, backend=backend, repeat=args.repeat, rows=rows
+            )
             with open(args.json, "w") as f:
                 json.dump(meta, f, indent=1)
     finally:

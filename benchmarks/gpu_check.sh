@@ -163,8 +163,8 @@ if want distributed && have_data distributed; then
     python3 -P -m pytest -q -p no:cacheprovider tests/test_distributed.py 2>&1 \
         | tee "$OUT/tests_distributed.log" || rc=1
     ngpu=$(nvidia-smi -L | wc -l)
-    # stereo also with one worker: one item a task,
-    # and the plain loop inside the worker: where the time of small items goes
+    # stereo also with one worker in tasks of one item, and as the plain loop run
+    # inside the worker: where the time of small items goes
     for spec in "stereo 200 default single-items loop-in-worker" \
                 "segment 200 default" "flow 301 default"; do
         set -- $spec

@@ -207,7 +207,9 @@ def test_chunk_ranges_cover_every_pair_once(frames, chunk):
     sizes = [stop - 1 - start for start, stop in ranges]
     assert len(ranges) == -(-(frames - 1) // chunk)  # no more chunks than needed
     assert max(sizes) <= chunk and max(sizes) - min(sizes) <= 1
-    assert all(b[0] == a[1] - 1 for a, b in zip(ranges, ranges[1:]))  # shared frame
+    assert all(
+        b[0] == a[1] - 1 for a, b in zip(ranges[:-1], ranges[1:], strict=True)
+    )  # shared frame
     if (frames, chunk) == (301, 32):
         assert sizes == [30] * 10
 
@@ -297,7 +299,9 @@ def test_run_reads_results_not_statuses(tmp_path, monkeypatch, fail):
     if fail:
         assert not summary.written
         assert [e.name for e in summary.failed] == [f"n{i}" for i in range(5)]
-        assert all(e.error == "RuntimeError: worker died 3 times" for e in summary.failed)
+        assert all(
+            e.error == "RuntimeError: worker died 3 times" for e in summary.failed
+        )
     else:
         assert summary.written == [f"n{i}" for i in range(5)] and not summary.failed
         for i in range(5):

@@ -232,9 +232,7 @@ def _gpu_spec_cluster(dist: Any, n: int) -> Any:
 
 
 # ------------------------------------------------------------------ the run loop
-def _task(
-    fn: Callable, batch: list, params: dict, retries: int
-) -> tuple[list, float]:
+def _task(fn: Callable, batch: list, params: dict, retries: int) -> tuple[list, float]:
     """On a worker: the items of one task in turn. Each item is computed (tried
     ``1 + retries`` times), then every output is written under a temporary name and
     renamed (``fn`` returns one array per output path). Returns ``([(name, error or
@@ -243,7 +241,6 @@ def _task(
     report = []
     t0 = time.perf_counter()
     for name, payload, outs in batch:
-        error = None
         for _ in range(1 + retries):
             try:
                 arrays = fn(payload, **params)
@@ -350,23 +347,27 @@ def _run(
         done = dist.as_completed()
         probe = 4 * max(1, nworkers)  # single-item tasks timed before batching
         item_seconds: list = []
-        size = [items_per_task or 1]
-        left = [len(todo)]
+        size = items_per_task or 1  # items a task
+        left = len(todo)  # items not yet submitted
 
         def submit() -> bool:
-            n = size[0]
+            nonlocal left
+            n = size
             if items_per_task is None:  # guided: at most half of what is left a
                 # worker, so that the last tasks are short and the workers finish
                 # together
-                n = min(n, max(1, -(-left[0] // (2 * max(1, nworkers)))))
+                n = min(n, max(1, -(-left // (2 * max(1, nworkers)))))
             batch = [job for _, job in zip(range(n), queue, strict=False)]
             if not batch:
                 return False
-            left[0] -= len(batch)
+            left -= len(batch)
             fut = client.submit(
                 _task,
                 fn,
-                [(name, payload, [str(p) for p in outs]) for name, payload, outs in batch],
+                [
+                    (name, payload, [str(p) for p in outs])
+                    for name, payload, outs in batch
+                ],
                 params,
                 retries,
                 key=f"vision_cuts-{label}-{uuid.uuid4().hex}",
@@ -403,7 +404,7 @@ def _run(
                     item_seconds.append(seconds)
                     if len(item_seconds) == probe:
                         typical = sorted(item_seconds)[(probe - 1) // 2]
-                        size[0] = max(1, min(_MAX_ITEMS_PER_TASK, int(
+                        size = max(1, min(_MAX_ITEMS_PER_TASK, int(
                             _TASK_SECONDS / max(typical, 1e-6))))  # fmt: skip
             fut.release()
             finished += len(names)
@@ -643,7 +644,7 @@ def _chunk_ranges(frames: int, chunk: int) -> list[tuple[int, int]]:
     pairs = frames - 1
     n = -(-pairs // chunk)
     bounds = [pairs * i // n for i in range(n + 1)]
-    return [(a, b + 1) for a, b in zip(bounds, bounds[1:])]
+    return [(a, b + 1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _flow_chunk(payload: Any, **params: Any) -> list:
