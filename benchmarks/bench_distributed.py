@@ -171,6 +171,11 @@ def main(argv=None) -> int:
         help="with one worker also: one item a task, the plain loop run inside the "
         "worker, Dask's profiler off; the plain loop in a thread of this process",
     )  # fmt: skip
+    ap.add_argument(
+        "--opencv-threads", type=int, nargs="*", default=[],
+        help="also clusters (every --workers count) whose workers run OpenCV on this "
+        "many threads (OPENCV_FOR_THREADS_NUM; 0: OpenCV's default)",
+    )  # fmt: skip
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every method")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
@@ -199,14 +204,31 @@ def main(argv=None) -> int:
         }[args.kind]
         clusters = [(w, "default") for w in args.workers]
         clusters += [(1, v) for v in args.variants if v not in ("default", "thread")]
+        clusters += [
+            (w, f"opencv-{k}") for k in args.opencv_threads for w in args.workers
+        ]
+        thread_env = vd._thread_env
         times: dict = {}  # method -> [seconds of each round]
         info: dict = {}  # method -> (variant, workers)
         with contextlib.ExitStack() as stack:
             clients = []
             for w, variant in clusters:
                 off = {"distributed.worker.profile.enabled": variant != "profiler-off"}
-                with dask.config.set(off):
-                    client = stack.enter_context(vd.local_client(w, gpu=args.gpu))
+                if variant.startswith("opencv-"):
+                    k = variant.split("-")[1]
+
+                    def env(n, gpu=False, k=k):
+                        e = {**thread_env(n, gpu), "OPENCV_FOR_THREADS_NUM": k}
+                        if k == "0":  # OpenCV's default
+                            del e["OPENCV_FOR_THREADS_NUM"]
+                        return e
+
+                    vd._thread_env = env
+                try:
+                    with dask.config.set(off):
+                        client = stack.enter_context(vd.local_client(w, gpu=args.gpu))
+                finally:
+                    vd._thread_env = thread_env
                 addrs = list(client.scheduler_info()["workers"])
                 kind = type(client.cluster).__name__
                 print(f"{variant}: {kind}, {len(addrs)} worker(s)")

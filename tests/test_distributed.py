@@ -337,8 +337,23 @@ def test_gpu_workers_without_dask_cuda_see_one_gpu_each():
         with distributed.Client(cluster) as c:
             seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
             threads = c.nthreads()
+            opencv = c.run(lambda: os.environ.get("OPENCV_FOR_THREADS_NUM"))
     assert sorted(seen.values()) == ["0", "1"]
     assert sorted(threads.values()) == [1, 1]
+    share = max(1, (os.cpu_count() or 1) // 2)
+    want = str(min(share, vd._GPU_WORKER_OPENCV_THREADS))
+    assert list(opencv.values()) == [want, want]
+
+
+def test_opencv_threads_only_in_gpu_workers(monkeypatch):
+    """GPU workers run OpenCV on a few threads (it works beside the device there),
+    never more than their share of the cores; CPU workers keep OpenCV's default."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    assert vd._thread_env(2, gpu=True)["OPENCV_FOR_THREADS_NUM"] == "4"
+    assert vd._thread_env(16, gpu=True)["OPENCV_FOR_THREADS_NUM"] == "2"
+    assert vd._thread_env(64, gpu=True)["OPENCV_FOR_THREADS_NUM"] == "1"
+    assert "OPENCV_FOR_THREADS_NUM" not in vd._thread_env(2)
+    assert vd._thread_env(2, gpu=True)["VISION_CUTS_THREADS"] == "16"
 
 
 def test_import_does_not_import_dask():

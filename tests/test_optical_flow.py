@@ -549,6 +549,21 @@ def test_frames_match_pairwise_calls(clip):
         np.testing.assert_array_equal(res.vectors, ref.vectors)
 
 
+def test_frames_dense_match_pairwise_calls(clip):
+    """DIS, started for the next pair while the current one is solved, is that
+    pair's: the dense fields equal those of single calls exactly."""
+    from vision_cuts import optical_flow_frames
+
+    frames, _ = clip
+    got = list(
+        optical_flow_frames(frames[:4], backend="cpu", dense=True, warm_start=False)
+    )
+    assert len(got) == 3
+    for t, res in enumerate(got):
+        ref = optical_flow(frames[t], frames[t + 1], backend="cpu", dense=True)
+        np.testing.assert_array_equal(res.dense, ref.dense)
+
+
 def test_frames_warm_start_against_the_true_motion(clip):
     from vision_cuts import optical_flow_frames
 

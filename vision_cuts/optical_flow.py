@@ -1199,7 +1199,9 @@ def optical_flow_frames(
     -----
     Every frame is detected and described once (as the second frame of one pair and
     the first of the next), and the next frame is read and detected on a worker
-    thread while the current pair is solved.
+    thread while the current pair is solved. For dense flow, DIS (the second dense
+    proposal, on the host) of the next pair starts as soon as its frame is read, so
+    it runs while the current pair is solved.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -1217,10 +1219,13 @@ def optical_flow_frames(
     )
     it = iter(frames)
     index = [0]
+    last_grey = [None]
 
     def read(where: str):
-        """The next frame checked, its grey image and its features (detected where
-        ``where`` says); None at the end."""
+        """The next frame checked, its grey image, its features (detected where
+        ``where`` says) and, for dense flow, DIS's future from the frame before to
+        this one (started here, so that it runs while the pair before is solved);
+        None at the end."""
         frame = next(it, None)
         if frame is None:
             return None
@@ -1228,8 +1233,12 @@ def optical_flow_frames(
         index[0] += 1
         img = _check_frame(frame, name)
         grey = _grey(img)
+        before, last_grey[0] = last_grey[0], grey
+        dis = None
+        if dense and before is not None and before.shape == grey.shape:
+            dis = _start_dis(before, grey)
         feats = _features(grey, detector, params.max_features, where)
-        return frame, name, img, grey, feats
+        return frame, name, img, grey, feats, dis
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-frames")
     try:
@@ -1247,8 +1256,8 @@ def optical_flow_frames(
             if nxt is None:
                 return
             ahead = pool.submit(read, params.backend)  # overlaps the solve below
-            _, _, img0, grey0, feat0 = cur
-            _, name, img1, grey1, feat1 = nxt
+            _, _, img0, grey0, feat0, _ = cur
+            _, name, img1, grey1, feat1, dis = nxt
             if img1.shape != img0.shape:
                 raise ValueError(
                     f"{name} must have the shape of the frames before it, "
@@ -1271,9 +1280,9 @@ def optical_flow_frames(
                 )
             steps = _Steps(None, 0)
             args = (img0, img1, grey0, grey1, f0, feat1, params, dense, refine)
-            res = _flow_pair(*args, init, steps)
+            res = _flow_pair(*args, init, steps, dis)
             if init is not None and len(res.points) < 0.5 * len(prev.points):
-                res = _flow_pair(*args, None, steps)
+                res = _flow_pair(*args, None, steps, dis)
             yield _as_kind(on_gpu, res)
             prev, cur = res, nxt
     finally:
