@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 __all__ = [
+    "capture_graph",
     "get_kernel",
     "get_module",
     "kernel_files",
@@ -112,3 +113,17 @@ def sm_count() -> int:
     import cupy
 
     return _sm_count(cupy.cuda.Device().id)
+
+
+def capture_graph(stream: Any, fn) -> Any:
+    """CUDA graph of the launches ``fn()`` makes on ``stream`` (which must be the
+    current stream while ``fn`` runs); None if unsupported."""
+    try:
+        stream.begin_capture()
+    except Exception:  # no graph support in this CuPy / driver
+        return None
+    try:
+        fn()
+    finally:
+        graph = stream.end_capture()
+    return graph

@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ._kernels import get_kernel, get_module, sm_count
+from ._kernels import capture_graph, get_kernel, get_module, sm_count
 from .exceptions import DeviceMemoryError
 
 __all__ = ["maxflow_grid_gpu"]
@@ -949,19 +949,6 @@ def _get_solver(
     return solver
 
 
-def _capture(stream: Any, fn) -> Any:
-    """CUDA graph of the launches ``fn()`` makes on ``stream``; None if unsupported."""
-    try:
-        stream.begin_capture()
-    except Exception:  # no graph support in this CuPy / driver
-        return None
-    try:
-        fn()
-    finally:
-        graph = stream.end_capture()
-    return graph
-
-
 def maxflow_grid_gpu(
     source: Any,
     sink: Any,
@@ -1273,7 +1260,7 @@ def maxflow_grid_gpu(
                         track,
                     )
                     if graph and not profile and key not in solver.graphs:
-                        solver.graphs[key] = _capture(
+                        solver.graphs[key] = capture_graph(
                             stream, lambda key=key: one_round(*key)
                         )
                     g = solver.graphs.get(key) if graph and not profile else None

@@ -10,11 +10,15 @@ stacks are gathered there from the dense pair costs, the same stacks as
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._kernels import get_kernel, get_module
+from ._kernels import capture_graph, get_kernel, get_module
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DeviceFeatures",
@@ -408,58 +412,124 @@ def _launch(name: str, h: int, w: int, args: tuple, half_rows: bool = False) -> 
     )
 
 
+#: variational() replays a CUDA graph of its launches (a refinement is 64 launches of
+#: small kernels, bound by the host's launch rate); False: launched one by one
+_GRAPHS = True
+_MAX_PLANS = 6  # sizes whose buffers and graph a thread keeps
+_plans = threading.local()
+
+
+class _Variational:
+    """The buffers of one refinement size and the CUDA graph of its launches on them:
+    inputs are copied in, the graph replays, the result is copied out."""
+
+    def __init__(self, h: int, w: int, fixed_point: int, sor: int) -> None:
+        cp = _cp()
+        f32 = cp.float32
+        self.h, self.w, self.fixed_point, self.sor = h, w, fixed_point, sor
+        self.grey0 = cp.empty((h, w), dtype=f32)
+        self.grey1 = cp.empty((h, w), dtype=f32)
+        self.flow = cp.empty((h, w, 2), dtype=f32)
+        self.d = cp.empty((8, h, w), dtype=f32)  # ix iy iz ixx ixy iyy ixz iyz
+        self.avg = cp.empty((h, w), dtype=f32)
+        self.du = cp.empty((h, w), dtype=f32)
+        self.dv = cp.empty((h, w), dtype=f32)
+        self.system = cp.empty((6, h, w), dtype=f32)
+        self.out = cp.empty((h, w, 2), dtype=f32)
+        self.graph: Any = None
+        self.stream: Any = None
+        self.tried = False  # whether the graph was captured (or failed to be)
+
+    def launches(self) -> None:
+        """Every launch of one refinement, on the current stream."""
+        h, w = self.h, self.w
+        hh, ww = np.int32(h), np.int32(w)
+        d, flow, du, dv, system = self.d, self.flow, self.du, self.dv, self.system
+        p = {k: np.float32(v) for k, v in VR_PARAMS.items()}
+        _launch(
+            "vr_warp_average",
+            h,
+            w,
+            (self.grey0, self.grey1, flow, hh, ww, self.avg, d[2]),
+        )
+        _launch(
+            "vr_first_order", h, w, (self.avg, d[2], hh, ww, d[0], d[1], d[6], d[7])
+        )
+        _launch("vr_second_order", h, w, (d[0], d[1], hh, ww, d[3], d[4], d[5]))
+        du.fill(0)
+        dv.fill(0)
+        terms = (p["alpha"], p["gamma"], p["delta"], p["zeta"], p["eps"], system)
+        for _ in range(self.fixed_point):
+            _launch("vr_terms", h, w, (d, flow, du, dv, hh, ww, *terms))
+            _launch("vr_smoothness", h, w, (flow, hh, ww, system))
+            for _ in range(self.sor):
+                for parity in (0, 1):
+                    _launch(
+                        "vr_sor",
+                        h,
+                        w,
+                        (system, hh, ww, np.int32(parity), p["omega"], du, dv),
+                        half_rows=True,
+                    )
+        _launch("vr_add", h, w, (flow, du, dv, hh, ww, self.out))
+
+    def run(self, grey0: Any, grey1: Any, flow: Any) -> Any:
+        cp = _cp()
+        self.grey0[...] = grey0
+        self.grey1[...] = grey1
+        self.flow[...] = flow
+        if self.graph is not None:
+            self.graph.launch()  # on the current stream, after the copies above
+        else:
+            self.launches()  # loads the kernels; the graph is captured after it
+            if _GRAPHS and not self.tried:
+                self.tried = True
+                # captured on a stream of its own that does not wait on the legacy
+                # default stream (other threads may use that one meanwhile); the
+                # capture records the launches and runs nothing
+                self.stream = cp.cuda.Stream(non_blocking=True)
+                try:
+                    with self.stream:
+                        self.graph = capture_graph(self.stream, self.launches)
+                except Exception:  # launched one by one, as without graphs
+                    log.debug("variational: no CUDA graph", exc_info=True)
+                    self.graph = None
+        return self.out.copy()
+
+
+def _variational_plan(h: int, w: int, fixed_point: int, sor: int) -> _Variational:
+    """This thread's refinement of this size on the current device."""
+    cp = _cp()
+    plans = getattr(_plans, "by_key", None)
+    if plans is None:
+        plans = _plans.by_key = {}
+    key = (cp.cuda.Device().id, h, w, fixed_point, sor)
+    plan = plans.pop(key, None)
+    if plan is None:
+        plan = _Variational(h, w, fixed_point, sor)
+        while len(plans) >= _MAX_PLANS:  # the least recently used goes
+            plans.pop(next(iter(plans)))
+    plans[key] = plan  # most recently used last
+    return plan
+
+
 def variational(
     grey0: Any, grey1: Any, flow: Any, fixed_point: int = 5, sor: int = 5
 ) -> Any:
     """Variational refinement of ``flow`` ((h, w, 2) float32) between the grey
     frames (float32, 0..255), all on the device (``kernels/variational_flow.cu``
-    documents the energy): the refined (h, w, 2) float32 field."""
+    documents the energy): the refined (h, w, 2) float32 field, a new array."""
     cp = _cp()
     h, w = grey0.shape
-    hh, ww = np.int32(h), np.int32(w)
-    flow = cp.ascontiguousarray(flow, dtype=cp.float32)
-    d = cp.empty((8, h, w), dtype=cp.float32)  # ix iy iz ixx ixy iyy ixz iyz
-    avg = cp.empty((h, w), dtype=cp.float32)
-    _launch("vr_warp_average", h, w, (grey0, grey1, flow, hh, ww, avg, d[2]))
-    _launch("vr_first_order", h, w, (avg, d[2], hh, ww, d[0], d[1], d[6], d[7]))
-    _launch("vr_second_order", h, w, (d[0], d[1], hh, ww, d[3], d[4], d[5]))
-    du = cp.zeros((h, w), dtype=cp.float32)
-    dv = cp.zeros((h, w), dtype=cp.float32)
-    system = cp.empty((6, h, w), dtype=cp.float32)
-    p = {k: np.float32(v) for k, v in VR_PARAMS.items()}
-    for _ in range(fixed_point):
-        _launch(
-            "vr_terms",
-            h,
-            w,
-            (
-                d,
-                flow,
-                du,
-                dv,
-                hh,
-                ww,
-                p["alpha"],
-                p["gamma"],
-                p["delta"],
-                p["zeta"],
-                p["eps"],
-                system,
-            ),
+    grey0 = cp.asarray(grey0, dtype=cp.float32)
+    grey1 = cp.asarray(grey1, dtype=cp.float32)
+    flow = cp.asarray(flow, dtype=cp.float32)
+    if grey1.shape != (h, w) or flow.shape != (h, w, 2):
+        raise ValueError(
+            f"variational: frames (h, w) and flow (h, w, 2) expected, got "
+            f"{grey0.shape}, {grey1.shape} and {flow.shape}"
         )
-        _launch("vr_smoothness", h, w, (flow, hh, ww, system))
-        for _ in range(sor):
-            for parity in (0, 1):
-                _launch(
-                    "vr_sor",
-                    h,
-                    w,
-                    (system, hh, ww, np.int32(parity), p["omega"], du, dv),
-                    half_rows=True,
-                )
-    out = cp.empty_like(flow)
-    _launch("vr_add", h, w, (flow, du, dv, hh, ww, out))
-    return out
+    return _variational_plan(h, w, fixed_point, sor).run(grey0, grey1, flow)
 
 
 def resize_flow(flow: Any, h: int, w: int, scale: float = 1.0) -> Any:
@@ -541,18 +611,21 @@ def dense(
     grey1: np.ndarray,
     pyramid: list,
     initial: Any,
-    other: np.ndarray | None,
+    other: Any,
     window: int,
     frames: tuple | None = None,
 ) -> np.ndarray:
     """The dense stages of ``optical_flow._dense`` on the device: ``initial`` (the
     interpolated matches, (h, w, 2) on the device) refined coarse to fine over
-    ``pyramid``, fused with ``other`` (DIS's field, host) by the smaller ``window``
-    warping error, refined once more at full size; returned to the host.
-    ``frames``: the colour frames already on the device, if any."""
+    ``pyramid``, fused with ``other`` (DIS's field on the host, or a future of it,
+    waited for once the refinement is issued) by the smaller ``window`` warping
+    error, refined once more at full size; returned to the host. ``frames``: the
+    colour frames already on the device, if any."""
     cp = _cp()
     full = (cp.asarray(grey0, dtype=cp.float32), cp.asarray(grey1, dtype=cp.float32))
     ours = _pyramid_refine(pyramid, full, initial)
+    if hasattr(other, "result"):  # a future: the device works while it is waited for
+        other = other.result()
     if other is None:
         return cp.asnumpy(ours)
     if frames is None:
