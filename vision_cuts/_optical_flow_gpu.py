@@ -437,7 +437,6 @@ class _Variational:
         self.system = cp.empty((6, h, w), dtype=f32)
         self.out = cp.empty((h, w, 2), dtype=f32)
         self.graph: Any = None
-        self.stream: Any = None
         self.tried = False  # whether the graph was captured (or failed to be)
 
     def launches(self) -> None:
@@ -487,10 +486,10 @@ class _Variational:
                 # captured on a stream of its own that does not wait on the legacy
                 # default stream (other threads may use that one meanwhile); the
                 # capture records the launches and runs nothing
-                self.stream = cp.cuda.Stream(non_blocking=True)
+                stream = cp.cuda.Stream(non_blocking=True)
                 try:
-                    with self.stream:
-                        self.graph = capture_graph(self.stream, self.launches)
+                    with stream:
+                        self.graph = capture_graph(stream, self.launches)
                 except Exception:  # launched one by one, as without graphs
                     log.debug("variational: no CUDA graph", exc_info=True)
                     self.graph = None
