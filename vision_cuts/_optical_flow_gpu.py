@@ -610,21 +610,18 @@ def dense(
     grey1: np.ndarray,
     pyramid: list,
     initial: Any,
-    other: Any,
+    other: np.ndarray | None,
     window: int,
     frames: tuple | None = None,
 ) -> np.ndarray:
     """The dense stages of ``optical_flow._dense`` on the device: ``initial`` (the
     interpolated matches, (h, w, 2) on the device) refined coarse to fine over
-    ``pyramid``, fused with ``other`` (DIS's field on the host, or a future of it,
-    waited for once the refinement is issued) by the smaller ``window`` warping
-    error, refined once more at full size; returned to the host. ``frames``: the
-    colour frames already on the device, if any."""
+    ``pyramid``, fused with ``other`` (DIS's field, host) by the smaller ``window``
+    warping error, refined once more at full size; returned to the host.
+    ``frames``: the colour frames already on the device, if any."""
     cp = _cp()
     full = (cp.asarray(grey0, dtype=cp.float32), cp.asarray(grey1, dtype=cp.float32))
     ours = _pyramid_refine(pyramid, full, initial)
-    if hasattr(other, "result"):  # a future: the device works while it is waited for
-        other = other.result()
     if other is None:
         return cp.asnumpy(ours)
     if frames is None:

@@ -813,11 +813,10 @@ def _dense(img0, img1, grey0, grey1, points, vectors, gpu, dis, frames=None):
     if gpu:
         from . import _optical_flow_gpu as dev
 
+        other = None if dis is None else dis.result()
         pyramid = _pyramid(grey0, grey1, 3)
-        # DIS's future goes in: its field is waited for only after the refinement
-        # of our own proposal has been issued
         return dev.dense(
-            img0, img1, grey0, grey1, pyramid, init, dis, _FUSE_WINDOW, frames
+            img0, img1, grey0, grey1, pyramid, init, other, _FUSE_WINDOW, frames
         )
     ours = _variational(grey0, grey1, init)
     if dis is None:  # below DIS's patch size
