@@ -8,9 +8,16 @@ milliseconds by CUDA events). Every flow is checked against the CPU solver. Writ
 ``$OUT/tune_diag.json`` (benchmarks/results_h100_grid_diagonal_tuning.json); the
 defaults in ``vision_cuts._maxflow_gpu._DIAG_SCHEDULE`` come from it.
 
-    python -P benchmarks/tune_grid_diagonal.py
+    python -P benchmarks/tune_grid_diagonal.py [--sizes 2 0.3] [--volumes 26 18]
+        [--tiles 32x8 32x32] [--rounds 16 32] [--sweeps 1 2 3] [--no-level]
+        [--four-colours]
+
+``--no-level``: the tile BFS instead of the level BFS for the 8-connected grids (the
+level BFS takes no BFS tile; with it the BFS tiles are not swept); ``--four-colours``:
+four checkerboard colours instead of two and the corner pushes.
 """
 
+import argparse
 import itertools
 import json
 import os
@@ -58,25 +65,44 @@ def run(name, e, cfgs, ref):
         print(json.dumps(row), flush=True)
 
 
+ap = argparse.ArgumentParser()
+ap.add_argument("--sizes", type=float, nargs="*", default=[2.0, 0.3])
+ap.add_argument("--volumes", type=int, nargs="*", default=[26, 18])
+ap.add_argument("--tiles", nargs="+", default=["32x8", "32x16", "32x32", "16x16"])
+ap.add_argument("--rounds", type=int, nargs="+", default=[16, 32])
+ap.add_argument("--sweeps", type=int, nargs="+", default=[1, 2, 3])
+ap.add_argument(
+    "--tail-iters", type=int, nargs="+", default=[0], help="0: as local rounds"
+)
+ap.add_argument("--no-level", action="store_true")
+ap.add_argument("--four-colours", action="store_true")
+args = ap.parse_args()
+if args.no_level or args.four_colours:
+    import vision_cuts._maxflow_gpu as _mg
+
+    if args.no_level:
+        _mg._BFS_LEVEL_DIAG_MAX_NODES = 0
+    if args.four_colours:
+        _mg._DIAG_CORNERS = False
+bfs_tiles = [(16, 16, 1), (32, 8, 1), (32, 32, 1)] if args.no_level else [(16, 16, 1)]
+tiles2 = [tuple(int(v) for v in t.split("x")) + (1,) for t in args.tiles]
 base = skimage.data.astronaut()
-for mp in (2.0, 0.3):
+for mp in args.sizes:
     side = int(round(np.sqrt(mp * 1e6)))
     img = cv2.resize(base, (side, side), interpolation=cv2.INTER_CUBIC)
     u, w = segmentation_problem(img, connectivity=8)
     e = vc.grid_energy(u, weights=w, connectivity=8)
     ref = vc.maxflow_grid(e, backend="cpu").flow
     cfgs = []
-    for tile, bt, it, spr in itertools.product(
-        [(32, 8, 1), (32, 16, 1), (32, 32, 1), (16, 16, 1)],
-        [(16, 16, 1), (32, 8, 1), (32, 32, 1)],
-        [16, 32],
-        [1, 2, 3],
+    for tile, bt, it, spr, tail in itertools.product(
+        tiles2, bfs_tiles, args.rounds, args.sweeps, args.tail_iters
     ):
-        cfgs.append(
-            dict(tile=tile, bfs_tile=bt, local_iters=it, sweeps_per_relabel=spr)
-        )
+        cfg = dict(tile=tile, bfs_tile=bt, local_iters=it, sweeps_per_relabel=spr)
+        if tail:
+            cfg["tail_iters"] = tail
+        cfgs.append(cfg)
     run(f"{side}^2 8-conn", e, cfgs, ref)
-for n, c in ((128, 26), (128, 18)):
+for n, c in ((128, c) for c in args.volumes):
     u, w = volume_problem(n, connectivity=c)
     e = vc.grid_energy(u, weights=w, connectivity=c)
     ref = vc.maxflow_grid(e, backend="cpu").flow

@@ -21,10 +21,13 @@
 //   VC_PLANES  arc planes K (default 2 * NDIM): 2-D 4 or 8, 3-D 6, 18 or 26, in the
 //           order of vision_cuts/grid.py (two a direction, forward then backward; the
 //           face directions first, then the diagonals). With diagonals (VC_DIAG) the
-//           halo box has its edges and corners too, the push checkerboard has
-//           2**NDIM colours (tiles that touch at a corner differ), and only the plain
-//           tile BFS (gbfs_init, gbfs_persistent) and gpr_count_active relabel: the
-//           bit-mask BFS kernels, the fused BFS and the line scans are face-only.
+//           halo box has its edges and corners too; the push checkerboard has
+//           2**NDIM colours in 3-D (tiles that touch at a corner differ) and two in
+//           2-D with the corner arcs pushed apart (PR_CORNERS of
+//           grid_push_relabel.cu); 2-D relabels by the level BFS on bit masks
+//           (gbfs_level), 3-D by the plain tile BFS (gbfs_init, gbfs_persistent) and
+//           gpr_count_active: the warp BFS, the fused BFS and the line scans are
+//           face-only.
 //   TILE_X, TILE_Y, TILE_Z   tile shape, TILE_X * TILE_Y * TILE_Z <= 1024 threads,
 //           TILE_Z = 1 in 2-D
 //   IDX_T   integer type of flat node / arc indices: int, or long long when

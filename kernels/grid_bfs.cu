@@ -557,11 +557,12 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
 // result: the exact distances) with one warp a 32 x 32 tile instead of a block, the
 // tile's BFS run on bit masks. gbfs_wmask first writes, for every row word of 32 nodes
 // (word y * ntx + tx: row y of BFS tile column tx), the residual arcs of each plane and
-// the residual sink arcs as bits (mask[p * nw + word], p = 0..3 arc planes, 4 sink);
-// `init` bit 1: the initial heights of gbfs_init (1 / VC_INF), bit 2: its flags and
-// pending, the tiles flagged 2 ("first visit"), bit 4: plane 5, the nodes with excess
-// (gbfs_level's active count; the push kernel keeps all six planes up to date after
-// that, grid_push_relabel.cu's VC_MASKS).
+// the residual sink arcs as bits (mask[p * nw + word], p = 0..K-1 arc planes, K sink;
+// K = 4, or 8 with diagonals, which only gbfs_level reads); `init` bit 1: the initial
+// heights of gbfs_init (1 / VC_INF), bit 2: its flags and pending, the tiles flagged 2
+// ("first visit"), bit 4: plane K + 1, the nodes with excess (gbfs_level's active
+// count; without diagonals the push kernel keeps all six planes up to date after that,
+// grid_push_relabel.cu's VC_MASKS).
 // In a visit lane y holds row y's masks and the frontier of a BFS level as one word,
 // so one level of the whole tile is a few shifts, ands and two shuffles. A first visit
 // (flag 2, or every visit with `full`) runs the whole BFS of the tile: from the sink
@@ -586,7 +587,7 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
                                       const int* __restrict__ out, int init, int nx, int ny,
                                       int ntx, IDX_T n) {
     if (out[0] == 0) return;  // no active node left: this round is a no-op
-#if NDIM == 2 && !VC_DIAG
+#if NDIM == 2
     const IDX_T nw = (IDX_T)ny * ntx;
     const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;  // a multiple of 32
     const int lane = threadIdx.x & 31;
@@ -617,7 +618,7 @@ extern "C" __global__ void gbfs_wmask(const int* __restrict__ rc,
 #else
     (void)rc, (void)tcap, (void)ex, (void)h, (void)mask, (void)flags, (void)ctrl, (void)ntiles;
     (void)init, (void)nx, (void)ny, (void)ntx, (void)n;
-    __trap();  // 2-D, face arcs only
+    __trap();  // 2-D only
 #endif
 }
 
@@ -795,8 +796,8 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 
 // ---- level-synchronous bit-parallel BFS by regions (2-D) ----------------------------
 // gbfs_level: the exact BFS from the sink, a whole level at a time, on the bit masks of
-// gbfs_wmask or of the push kernel (mask[p * nw + word], planes 0..3 arcs, 4 sink arcs,
-// 5 nodes with excess). A grid of G resident blocks (the host sizes it by the
+// gbfs_wmask or of the push kernel (mask[p * nw + word], planes 0..K-1 arcs, K sink
+// arcs, K + 1 nodes with excess; K = 4, or 8 with the diagonals). A grid of G resident blocks (the host sizes it by the
 // occupancy; one block waits for all at the grid barriers) splits the row words of the
 // grid into G regions of cw words x ch rows.
 // Block b works on its region grown by one word left and right and by L rows above and
@@ -807,8 +808,12 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 // buffer is a constant offset), and a level is, per word, four shared loads, two
 // funnel shifts and a few logic ops:
 //   F' = ((M0 & F(u+x)) | (M1 & F(u-x)) | (M2 & F(u+y)) | (M3 & F(u-y))) & ~V
-// and one barrier. Wrong values can only come in from outside the grown region, one
-// node a level, so after L levels (L <= 31: the halo's width in rows and at most a
+// and one barrier. With the diagonals (8-connected, planes 4..7 = +x+y, -x-y, -x+y,
+// +x-y) four more terms read the words beside the rows above and below, shifted as
+// F(u+x) and F(u-x) are: eight shared loads and six funnel shifts a word (the
+// buffers then start a word later, so that the first word's upper left exists).
+// Wrong values can only come in from outside the grown region, one node a level (a
+// diagonal step too moves one node along each axis), so after L levels (L <= 31: the halo's width in rows and at most a
 // word's in columns) the region's own words are still exact (that covers the words
 // a row's first and last words read across the row ends, and the rows above and
 // below the ext, ew words of slack each); a halo row d rows from
@@ -843,6 +848,19 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 // and below (ew <= ext words / 3, the ext having at least three rows); dynamic shared
 // memory 2 * LV_S * 4 bytes
 #define LV_S (2 * LV_NT * LV_NPER)
+// the diagonal terms of a level (word i, buffer PAR), and the words before the first
+// row of slack (the diagonals read the word left of the first word's upper neighbour)
+#if VC_DIAG
+#define LV_DIAG_TERMS(PAR)                                                                 \
+    | (M4[i] & __funnelshift_r(s_f[od[i] + (PAR) * LV_S], s_f[od[i] + 1 + (PAR) * LV_S], 1)) \
+    | (M5[i] & __funnelshift_l(s_f[ou[i] - 1 + (PAR) * LV_S], s_f[ou[i] + (PAR) * LV_S], 1)) \
+    | (M6[i] & __funnelshift_l(s_f[od[i] - 1 + (PAR) * LV_S], s_f[od[i] + (PAR) * LV_S], 1)) \
+    | (M7[i] & __funnelshift_r(s_f[ou[i] + (PAR) * LV_S], s_f[ou[i] + 1 + (PAR) * LV_S], 1))
+#define LV_LEAD 1
+#else
+#define LV_DIAG_TERMS(PAR)
+#define LV_LEAD 0
+#endif
 // one level j: F of buffer PAR (0 / 1) -> buffer 1 - PAR; PLANES: the bit planes this
 // level updates from nv = ~V (see above); BAR: the barrier that ends it, LV_BAR (a
 // plain one) or LV_BAR_ANY (the phase ends where no word of the block has a frontier;
@@ -863,7 +881,7 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
             const unsigned int fw = __funnelshift_l(s_f[o - 1 + (PAR) * LV_S], f, 1);      \
             const unsigned int nb =                                                        \
                 ((M0[i] & fe) | (M1[i] & fw) | (M2[i] & s_f[od[i] + (PAR) * LV_S]) |       \
-                 (M3[i] & s_f[ou[i] + (PAR) * LV_S])) &                                    \
+                 (M3[i] & s_f[ou[i] + (PAR) * LV_S]) LV_DIAG_TERMS(PAR)) &                 \
                 ~V[i];                                                                     \
             V[i] |= nb;                                                                    \
             F[i] = nb;                                                                     \
@@ -881,7 +899,7 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
                int nx, int ny, int nwr, int cw, int ch, int rxn, int L, int count, int pth,
                int nptiles) {
     if (*(volatile int*)out == 0) return;  // no active node left: this round is a no-op
-#if NDIM == 2 && !VC_DIAG
+#if NDIM == 2
     extern __shared__ unsigned int s_f[];  // 2 buffers of LV_S words (see LV_S)
     __shared__ int s_done, s_cnt;
     const int ew = cw + 2, eh = ch + 2 * L;
@@ -900,6 +918,9 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     }
     unsigned int M0[LV_NPER], M1[LV_NPER], M2[LV_NPER], M3[LV_NPER], V[LV_NPER],
         V0[LV_NPER], F[LV_NPER], P[LV_NPER][5];
+#if VC_DIAG
+    unsigned int M4[LV_NPER], M5[LV_NPER], M6[LV_NPER], M7[LV_NPER];
+#endif
     int so[LV_NPER], ou[LV_NPER], od[LV_NPER];  // shared index of the word, up, down
     int dm[LV_NPER];   // the last level of a phase the word is computed at
     IDX_T gw[LV_NPER];  // its grid word
@@ -909,13 +930,16 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     for (int i = 0; i < LV_NPER; ++i) {
         const int e = threadIdx.x + i * LV_NT;
         M0[i] = M1[i] = M2[i] = M3[i] = V[i] = F[i] = 0u;
+#if VC_DIAG
+        M4[i] = M5[i] = M6[i] = M7[i] = 0u;
+#endif
         so[i] = ou[i] = od[i] = ew;  // (never read for a missing word)
         dm[i] = -1;
         gw[i] = 0;
         if (e < next) {
             slot |= 1u << i;
             const int ey = e / ew, ex = e - ey * ew;
-            so[i] = ew + e;
+            so[i] = ew + LV_LEAD + e;
             ou[i] = so[i] - ew;
             od[i] = so[i] + ew;
             dm[i] = min(ey, eh - 1 - ey);  // rows from the grown region's edge
@@ -929,7 +953,13 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
                 M1[i] = __ldg(mask + nw + w);
                 M2[i] = __ldg(mask + 2 * nw + w);
                 M3[i] = __ldg(mask + 3 * nw + w);
-                V[i] = F[i] = __ldg(mask + 4 * nw + w);  // level 1: the sink arcs
+#if VC_DIAG
+                M4[i] = __ldg(mask + 4 * nw + w);
+                M5[i] = __ldg(mask + 5 * nw + w);
+                M6[i] = __ldg(mask + 6 * nw + w);
+                M7[i] = __ldg(mask + 7 * nw + w);
+#endif
+                V[i] = F[i] = __ldg(mask + VC_K * nw + w);  // level 1: the sink arcs
             }
         }
     }
@@ -1018,10 +1048,10 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
 #pragma unroll
     for (int i = 0; i < LV_NPER; ++i) {
         const bool o = own >> i & 1u;
-        const unsigned int sk = o ? __ldg(mask + 4 * nw + gw[i]) : 0u;
+        const unsigned int sk = o ? __ldg(mask + VC_K * nw + gw[i]) : 0u;
         const unsigned int todo = o ? ~V[i] | sk : 0u;
         if (count && o) {
-            const unsigned int act = V[i] & __ldg(mask + 5 * nw + gw[i]);
+            const unsigned int act = V[i] & __ldg(mask + (VC_K + 1) * nw + gw[i]);
             if (act) {
                 mine += __popc(act);
                 const int gy = (int)(gw[i] / nwr), gc = (int)(gw[i] % nwr);
@@ -1062,10 +1092,12 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     (void)mask, (void)h, (void)pub, (void)ctrl, (void)nx, (void)ny, (void)nwr, (void)cw;
     (void)ch, (void)rxn, (void)L, (void)pflags, (void)touched, (void)cnt, (void)count;
     (void)pth, (void)nptiles;
-    __trap();  // 2-D, face arcs only
+    __trap();  // 2-D only
 #endif
 }
 #undef LV_LEVEL
+#undef LV_DIAG_TERMS
+#undef LV_LEAD
 #undef LV_BAR
 #undef LV_BAR_ANY
 

@@ -18,6 +18,8 @@
 //                     ceil(ntx / 2) * nty * ntz blocks; a block with no tile returns.
 //   gpr_push_persist  the same sweep by fewer blocks (the resident ones), each running
 //                     the flagged tiles of the slots b, b + G, ... in turn (optional).
+//   gpr_push_corners  (PR_CORNERS) 1-D over the tile corners inside the grid: the
+//                     pushes along the arcs that cross them, after a sweep's colours.
 //   gpr_count_active  one block of PR_COUNT_NT (<= 256) threads per tile: count the
 //                     active nodes (ex > 0, finite height) into out[0], set the tile
 //                     flags, clear touched; a no-op once out[0] == 0 (the host may queue
@@ -81,12 +83,13 @@
 #endif
 // The bit masks of the level-synchronous BFS (grid_bfs.cu, gbfs_level) kept up to date
 // by the pushes: in 2-D with tiles 32 nodes wide a warp of a tile is one row word, so
-// at the write-back each warp stores its word of the four arc planes, the sink arcs and
-// the nodes with excess (mask[p * nwm + y * ntx + tx], p = 0..5); a push across the
+// at the write-back each warp stores its word of the K arc planes, the sink arcs and
+// the nodes with excess (mask[p * nwm + y * ntx + tx], p = 0..K + 1); a push across the
 // tile border sets the receiver's bit of the reverse arc and of the excess (atomicOr:
-// the neighbour tile is idle). nwm = 0 (the host's choice where no level BFS runs):
+// the neighbour tile is idle), and gpr_push_corners sets and clears the bits its
+// pushes change. nwm = 0 (the host's choice where no level BFS runs):
 // nothing is written.
-#define VC_MASKS (NDIM == 2 && TILE_X == 32 && !VC_DIAG)
+#define VC_MASKS (NDIM == 2 && TILE_X == 32)
 #if PR_LR_AT > 0 && ((TILE_X & (TILE_X - 1)) || (TILE_Y & (TILE_Y - 1)) || \
                      (TILE_Z & (TILE_Z - 1)) || TILE_X > 32 || TILE_Y > 32 || TILE_Z > 32)
 #error "PR_LR_AT needs tile sides that are powers of two <= 32"
@@ -94,6 +97,20 @@
 #if PR_LR_AT > 0 && VC_DIAG
 #error "PR_LR_AT (the line-scan local relabel) has face arcs only"
 #endif
+// PR_CORNERS (2-D with diagonals; default 0): two checkerboard colours instead of four.
+// Tiles of one colour then touch only at their corners, where a single arc pair
+// crosses (the corner node's diagonal arc into the tile across the corner): the push
+// tiles leave those arcs alone (their relabels still count them, with the heights of
+// the tile start, which are lower bounds of the present ones, so the labelling stays
+// valid) and gpr_push_corners pushes along them after each sweep, one thread a tile
+// corner (see there). Half the launches a sweep, and twice the tiles a launch.
+#ifndef PR_CORNERS
+#define PR_CORNERS 0
+#endif
+#if PR_CORNERS && !(VC_DIAG && NDIM == 2)
+#error "PR_CORNERS is for 2-D grids with diagonals"
+#endif
+#define VC_COLOURS4 (VC_DIAG && !PR_CORNERS)  // 2**NDIM colours (see vc_colour_tile)
 
 extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __restrict__ snk,
                                     vc_u64* __restrict__ ex, int* __restrict__ tcap,
@@ -124,13 +141,13 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
 // slots 0 <= c < vc_colour_slots = ceil(ntx / 2) * nty * ntz. With diagonals tiles
 // that share only an edge or a corner are neighbours too: 2**NDIM colours, colour bit
 // i the parity of tile coordinate i, slots ceil(ntx / 2) * ceil(nty / 2) (*
-// ceil(ntz / 2)).
+// ceil(ntz / 2)); with PR_CORNERS the two colours of the faces (see there).
 __device__ __forceinline__ void vc_colour_tile(int c, int colour, int ntx, int nty, int ntz,
                                                int& tx, int& ty, int& tz) {
     const int nhx = (ntx + 1) / 2;
     const int bx = c % nhx;
     const int row = c / nhx;
-#if VC_DIAG
+#if VC_COLOURS4
     const int nhy = (nty + 1) / 2;
     tx = 2 * bx + (colour & 1);
     ty = 2 * (row % nhy) + ((colour >> 1) & 1);
@@ -145,7 +162,7 @@ __device__ __forceinline__ void vc_colour_tile(int c, int colour, int ntx, int n
 }
 
 __host__ __device__ __forceinline__ int vc_colour_slots(int ntx, int nty, int ntz) {
-#if VC_DIAG
+#if VC_COLOURS4
     return ((ntx + 1) / 2) * ((nty + 1) / 2) * (NDIM == 3 ? (ntz + 1) / 2 : 1);
 #else
     return ((ntx + 1) / 2) * nty * ntz;
@@ -239,6 +256,11 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #pragma unroll
             for (int k = 0; k < VC_K; ++k) {
                 if (e == 0) break;
+#if PR_CORNERS
+                if (k >= 4 && vc_tstep(a.lx, vc_sx(k), TILE_X) != 0 &&
+                    vc_tstep(a.ly, vc_sy(k), TILE_Y) != 0)
+                    continue;  // a corner arc: gpr_push_corners pushes it
+#endif
                 const int hv = s_h[b][a.hi + vc_halo_off(k)];
                 if (hv + 1 != hh) continue;  // hv == VC_INF never matches: hh < VC_INF
                 if (r[k] <= 0) continue;
@@ -259,12 +281,12 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                     flags[tile + vc_nb_tile_off(a, k, ntx, nty)] = 1;
 #if VC_MASKS
                     if (nwm) {  // v's reverse arc is residual now, and v has excess
-                        const int vx = tx * TILE_X + a.lx + (k == 0 ? 1 : k == 1 ? -1 : 0);
-                        const int vy = ty * TILE_Y + a.ly + (k == 2 ? 1 : k == 3 ? -1 : 0);
+                        const int vx = tx * TILE_X + a.lx + vc_sx(k);
+                        const int vy = ty * TILE_Y + a.ly + vc_sy(k);
                         const IDX_T w = (IDX_T)vy * ntx + (vx >> 5);
                         const unsigned int bit = 1u << (vx & 31);
                         atomicOr(&mask[(IDX_T)(k ^ 1) * nwm + w], bit);
-                        atomicOr(&mask[(IDX_T)5 * nwm + w], bit);
+                        atomicOr(&mask[(IDX_T)(VC_K + 1) * nwm + w], bit);
                     }
 #endif
                 }
@@ -388,6 +410,81 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
         }
         __syncthreads();  // s_n, s_list free
     }
+}
+
+// gpr_push_corners (PR_CORNERS): the pushes along the corner arcs, after the colours of
+// a sweep. One thread a tile corner inside the grid, the point where the tiles
+// (jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy) and (jx, jy) meet (1 <= jx < ntx,
+// 1 <= jy < nty), at x = jx TILE_X, y = jy TILE_Y. Two arc pairs cross it: a = (x - 1,
+// y - 1) <-> d = (x, y) (planes 4: +x+y, 5: -x-y) and b = (x, y - 1) <-> c = (x - 1, y)
+// (planes 6: -x+y, 7: +x-y). Each pair is one thread's alone, so the push is plain: the
+// end with excess and a height one above the other's sends min(excess, residual) and
+// flags the receiver's tile. No relabel (the next sweep does them).
+__device__ __forceinline__ void vc_mask_bit(unsigned int* mask, int nwm, int p, IDX_T g,
+                                            int nx, int ntx, bool on) {
+    const int y = (int)(g / nx), x = (int)(g % nx);
+    unsigned int* w = mask + (IDX_T)p * nwm + (IDX_T)y * ntx + (x >> 5);
+    if (on)
+        atomicOr(w, 1u << (x & 31));
+    else
+        atomicAnd(w, ~(1u << (x & 31)));
+}
+
+__device__ __forceinline__ void vc_corner_push(int* rc, vc_u64* ex, const int* h,
+                                               int* flags, unsigned int* mask, int nwm,
+                                               IDX_T u, IDX_T v, int p, int tile_u,
+                                               int tile_v, int nx, int ntx, IDX_T n) {
+    const vc_u64 eu = ex[u], ev = ex[v];
+    const int hu = h[u], hv = h[v];
+    IDX_T from = u, to = v;
+    int q = p, tile = tile_v;
+    vc_u64 e = eu;
+    if (eu > 0 && hu < VC_INF && hu == hv + 1) {
+    } else if (ev > 0 && hv < VC_INF && hv == hu + 1) {
+        from = v, to = u, q = p ^ 1, tile = tile_u, e = ev;
+    } else {
+        return;
+    }
+    const int r = rc[(IDX_T)q * n + from];
+    if (r <= 0) return;
+    const int d = e < (vc_u64)r ? (int)e : r;
+    rc[(IDX_T)q * n + from] = r - d;
+    rc[(IDX_T)(q ^ 1) * n + to] += d;
+    ex[from] = e - (vc_u64)d;
+    ex[to] += (vc_u64)d;
+    flags[tile] = 1;
+    if (nwm) {  // the level BFS's bit masks (VC_MASKS; the words of other threads too)
+        if (d == r) vc_mask_bit(mask, nwm, q, from, nx, ntx, false);
+        if ((vc_u64)d == e) vc_mask_bit(mask, nwm, VC_K + 1, from, nx, ntx, false);
+        vc_mask_bit(mask, nwm, q ^ 1, to, nx, ntx, true);
+        vc_mask_bit(mask, nwm, VC_K + 1, to, nx, ntx, true);
+    }
+}
+
+extern "C" __global__ void gpr_push_corners(int* __restrict__ rc, vc_u64* __restrict__ ex,
+                                            const int* __restrict__ h,
+                                            int* __restrict__ flags,
+                                            unsigned int* __restrict__ mask, int nwm,
+                                            int nx, int ny, int ntx, int nty, IDX_T n) {
+#if PR_CORNERS
+#if !VC_MASKS
+    nwm = 0;  // the bit masks exist for push tiles 32 nodes wide only
+#endif
+    const int njx = ntx - 1;
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= njx * (nty - 1)) return;
+    const int jx = j % njx + 1, jy = j / njx + 1;
+    const IDX_T x = (IDX_T)jx * TILE_X, y = (IDX_T)jy * TILE_Y;
+    const int t00 = (jy - 1) * ntx + jx - 1;  // tile of a; d's is t00 + ntx + 1
+    vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x - 1, y * nx + x, 4, t00,
+                   t00 + ntx + 1, nx, ntx, n);
+    vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x, y * nx + x - 1, 6,
+                   t00 + 1, t00 + ntx, nx, ntx, n);
+#else
+    (void)rc, (void)ex, (void)h, (void)flags, (void)mask, (void)nwm, (void)nx, (void)ny;
+    (void)ntx, (void)nty, (void)n;
+    __trap();  // built with PR_CORNERS only
+#endif
 }
 
 // Count the active nodes (ex > 0, finite height) and set flags[tile] to whether the

@@ -1,5 +1,6 @@
-"""The diagonal neighbourhoods on the GPU: 8-connected 2-D and 18- / 26-connected 3-D
-grids by the push-relabel kernels with 2**ndim checkerboard colours, exact against
+"""The diagonal neighbourhoods on the GPU: 8-connected 2-D grids (two checkerboard
+colours and the pushes across tile corners, the level BFS) and 18- / 26-connected 3-D
+grids (2**ndim colours, the tile BFS) by the push-relabel kernels, exact against
 SciPy, PyMaxflow and the CPU solver.
 
 Marker ``gpu``: skipped without CuPy and a device unless ``VISION_CUTS_REQUIRE_GPU=1``.
@@ -71,6 +72,28 @@ def test_gpu_diagonals_only(rng):
         src, snk, e = random_planes(rng, shape, planes, high=60, density=1.0)
         e[: 2 * len(shape)] = 0
         _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=3)
+
+
+@pytest.mark.parametrize("tile", [(4, 4, 1), (32, 8, 1), (32, 32, 1)])
+def test_gpu_8_connected_corner_pushes(tile):
+    """8-connected grids run two colours, the arcs across tile corners pushed by a
+    launch of their own, and the level BFS: a staircase of diagonal arcs through
+    many tile corners (the only way to the sink), and random grids, exact."""
+    pytest.importorskip("cupy")
+    shape = (70, 70)
+    src = np.zeros(shape, np.int64)
+    snk = np.zeros(shape, np.int64)
+    e = np.zeros((8, *shape), np.int64)
+    for i in range(69):  # (i, i) -> (i + 1, i + 1): plane 4 (+x+y) of node (i, i)
+        e[4, i, i] = 5 + i % 7
+    src[0, 0] = 100
+    snk[69, 69] = 100
+    stats = _check(src, snk, e, 5, repeats=3, tile=tile)
+    assert stats["colours"] == 2 and stats["level_bfs"]
+    rng = np.random.default_rng(3)
+    for density in (0.3, 1.0):
+        src, snk, e = random_planes(rng, (67, 75), 8, high=40, density=density)
+        _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=2, tile=tile)
 
 
 @pytest.mark.parametrize("connectivity", [8, 26])

@@ -78,17 +78,23 @@ _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
 # grids with diagonal arcs (8-connected 2-D, 18- and 26-connected 3-D): push tile,
 # local rounds and sweeps a relabel per number of planes. A push tile holds K shared
 # planes of residual capacities within the 48 KiB a block may declare, so 3-D tiles
-# are smaller; the global relabel is the plain tile BFS (gbfs_init, gbfs_persistent,
-# gpr_count_active, BFS tiles _BFS_TILES: the bit-mask, fused and incremental
-# relabels have face arcs only). Chosen on an H100 from 72 settings each
-# (benchmarks/NOTES_gpu_grid.md, diagonal round): astronaut 8-connected 2 MP 16.4 ms
-# (20.7 with the first guess, 32 x 8 tiles, 16 rounds, 2 sweeps), 0.3 MP 6.6 ms;
-# 128^3 volumes, 26-connected 10.4 ms (18.1), 18-connected 6.0 ms (8.8)
+# are smaller. 3-D relabels by the plain tile BFS (gbfs_init, gbfs_persistent,
+# gpr_count_active, BFS tiles _BFS_TILES: the fused and incremental relabels have face
+# arcs only); 8-connected 2-D grids by the level BFS (below _BFS_LEVEL_DIAG_MAX_NODES)
+# and two push colours (_DIAG_CORNERS). Chosen on an H100 from the settings of
+# benchmarks/tune_grid_diagonal.py (benchmarks/NOTES_gpu_grid.md, diagonal rounds):
+# astronaut 8-connected 2 MP 9.9 ms (16.6 with the tile BFS and four colours), 0.3 MP
+# 3.0 ms, 4 MP 18.1 ms (32 x 32 tiles, 2 sweeps: 17.2); 128^3 volumes, 26-connected
+# 10.4 ms (18.1 with the first guess), 18-connected 6.0 ms (8.8)
 _DIAG_SCHEDULE = {
-    8: {"tile": (32, 32, 1), "local_iters": 32, "sweeps_per_relabel": 3},
+    8: {"tile": (32, 8, 1), "local_iters": 16, "sweeps_per_relabel": 3},
     18: {"tile": (8, 8, 8), "local_iters": 16, "sweeps_per_relabel": 2},
     26: {"tile": (8, 4, 4), "local_iters": 8, "sweeps_per_relabel": 2},
 }
+# 8-connected grids: two checkerboard colours a sweep, the arcs across the tile
+# corners pushed by a launch of their own (PR_CORNERS of grid_push_relabel.cu), instead
+# of four colours
+_DIAG_CORNERS = True
 _STATIC_SMEM = 48 * 1024  # bytes of static shared memory a block may declare
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
@@ -100,6 +106,9 @@ _BFS_WARP = False
 # grid barriers (1 to 31)
 _BFS_LEVEL = True
 _BFS_LEVEL_MAX_NODES = 1 << 21
+# with diagonals (8-connected; no incremental relabels there) the level BFS replaces
+# the tile BFS up to this size
+_BFS_LEVEL_DIAG_MAX_NODES = 1 << 23
 _BFS_LEVEL_L = 31
 _LV_NT = 1024  # gbfs_level's block (LV_NT)
 _LV_NPER = 2  # its words a thread at most (LV_NPER)
@@ -387,6 +396,8 @@ class _Solver:
         big = self.k * n > _INT32_MAX
         self.idx = np.int64 if big else np.int32
         small = self.ndim == 2 and n < _SMALL_2D
+        # 8-connected: two colours and the corner pushes (see _DIAG_CORNERS)
+        self.corners = _DIAG_CORNERS and self.diag and self.ndim == 2
         defines = {
             "NDIM": self.ndim,
             "VC_PLANES": k,
@@ -395,6 +406,7 @@ class _Solver:
             "TILE_Z": tz,
             "IDX_T": "long long" if big else "int",
             "VC_INF": hex(_INF),
+            "PR_CORNERS": int(self.corners),
             # two resident 1024-thread push blocks per SM beat one with more
             # registers (H200: 2 MP 8.6 -> 8.2 ms, 256^3 30 -> 24 ms), except in 2-D
             # grids of fewer than 2**20 nodes, whose launches hold about a tile a SM
@@ -412,6 +424,7 @@ class _Solver:
         self.k_init = get_kernel(pr, "gpr_init")
         self.k_push = get_kernel(pr, "gpr_push_tile")
         self.k_push_persist = get_kernel(pr, "gpr_push_persist")
+        self.k_corners = get_kernel(pr, "gpr_push_corners")
         self.k_count = get_kernel(pr, "gpr_count_active")
         self.k_finish = get_kernel(pr, "gpr_finish")
         self.k_validate = get_kernel(pr, "gpr_validate")
@@ -434,7 +447,8 @@ class _Solver:
         # 2-D: the level-synchronous BFS for the full global relabels, where its
         # regions fit the resident blocks
         self.level = None
-        if _BFS_LEVEL and self.ndim == 2 and n < _BFS_LEVEL_MAX_NODES and not self.diag:
+        below = _BFS_LEVEL_DIAG_MAX_NODES if self.diag else _BFS_LEVEL_MAX_NODES
+        if _BFS_LEVEL and self.ndim == 2 and n < below:
             levels = int(_BFS_LEVEL_L)
             if not 1 <= levels <= 31:
                 raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
@@ -481,7 +495,7 @@ class _Solver:
         # gbfs_warp, gbfs_level: residual and sink arcs as bits, a word per 32 nodes
         # of a row
         self.nwords = ny * self.wnx if self.bfs_warp or self.level else 0
-        self.mask = cupy.empty(6 * self.nwords, dtype=cupy.uint32)
+        self.mask = cupy.empty((self.k + 2) * self.nwords, dtype=cupy.uint32)
         self.nwm = np.int32(self.nwords if self.track else 0)  # the push kernel's
         # gbfs_level: published visited sets and frontiers (two parities), its control
         self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
@@ -508,7 +522,8 @@ class _Solver:
             np.int32(int(v).bit_length() - 1) for v in tile
         )
         # tiles of one colour (vc_colour_slots): two colours, or 2**ndim with diagonals
-        if self.diag:
+        # (but for the corner pushes)
+        if self.diag and not self.corners:
             self.colours = tuple(range(2**self.ndim))
             self.slots = (-(-self.ntx // 2)) * (-(-self.nty // 2)) * (-(-self.ntz // 2))
         else:
@@ -825,8 +840,9 @@ class _Solver:
 
     def sweeps(self, count: int, local_iters: int, persist: bool = False) -> None:
         """Push-relabel sweeps: every checkerboard colour (two, or 2**ndim with
-        diagonal arcs), one launch each (one block a tile, or with ``persist`` a
-        resident grid that reads the tile flags)."""
+        diagonal arcs in 3-D), one launch each (one block a tile, or with ``persist``
+        a resident grid that reads the tile flags), then in 8-connected grids the
+        pushes across the tile corners."""
         kernel, grid = self.k_push, (self.slots,)
         if persist:
             kernel, grid = self.k_push_persist, (self.persist_blocks,)
@@ -853,6 +869,24 @@ class _Solver:
                         self.idx(self.n),
                     ),
                 )
+            if self.corners:
+                corners = (self.ntx - 1) * (self.nty - 1)
+                if corners:
+                    self.k_corners(
+                        (-(-corners // 256),),
+                        (256,),
+                        (
+                            self.rc,
+                            self.ex,
+                            self.h,
+                            self.pflags,
+                            self.mask,
+                            self.nwm,
+                            *self.dims[:2],
+                            *self.tdims[:2],
+                            self.idx(self.n),
+                        ),
+                    )
 
     def fetch(self, slot: int) -> Any:
         """Copy out[0] (the active count) to pinned slot ``slot``; event to wait on."""
@@ -1321,6 +1355,8 @@ def maxflow_grid_gpu(
         "push_min_blocks": solver.push_min_blocks,
         "bfs_blocks": solver.fused_blocks if bfs_mode else solver.bfs_blocks,
         "bfs_warp": solver.bfs_warp and not bfs_mode,
+        "level_bfs": solver.level is not None and not bfs_mode,
+        "colours": len(solver.colours),
         "bfs_level": solver.level[:5] if solver.level and not bfs_mode else None,
         "active": history,
         # device ms of each round (sweeps + global relabel), event to event
