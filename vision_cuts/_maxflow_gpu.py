@@ -410,8 +410,10 @@ class _Solver:
             # two resident 1024-thread push blocks per SM beat one with more
             # registers (H200: 2 MP 8.6 -> 8.2 ms, 256^3 30 -> 24 ms), except in 2-D
             # grids of fewer than 2**20 nodes, whose launches hold about a tile a SM
-            # (H200, 0.3 MP: 2.97 -> 2.71 ms; four pictures 7-11 % faster)
-            "PR_MIN_BLOCKS": 2 if self.nt >= 512 and not small and not self.diag else 1,
+            # (H200, 0.3 MP: 2.97 -> 2.71 ms; four pictures 7-11 % faster); 8-connected
+            # tiles of 256 nodes: four (64 registers instead of 78; H100, 2 MP 9.9 ->
+            # 9.3 ms, 4 MP 18.0 -> 16.7, 0.3 MP 3.0 -> 2.9)
+            "PR_MIN_BLOCKS": self._push_min_blocks(small),
             **_EXTRA_DEFINES,
         }
         self.push_min_blocks = int(defines["PR_MIN_BLOCKS"])
@@ -532,6 +534,12 @@ class _Solver:
         self.persist_blocks = min(
             self.slots, _resident_blocks(self.k_push_persist, self.nt)
         )
+
+    def _push_min_blocks(self, small: bool) -> int:
+        """PR_MIN_BLOCKS of the push kernel (see the defines)."""
+        if self.diag:
+            return 4 if self.corners and self.nt <= 256 else 1
+        return 2 if self.nt >= 512 and not small else 1
 
     def load(self, source: Any, sink: Any, edges: Any, host: bool) -> None:
         """The inputs on the device (on the current stream): the edges copied into
