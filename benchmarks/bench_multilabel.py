@@ -112,8 +112,21 @@ def main(argv=None) -> int:
         help="backends of minimize_labels to run (the first one's columns are "
         "'ours'; each also gets s_<backend> and energy_<backend>)",
     )
+    ap.add_argument(
+        "--gpu-moves-per-cut",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="moves_per_cut of the GPU runs (each B > 1 adds the columns "
+        "s_gpu<B> and energy_gpu<B>)",
+    )
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+    runs = [
+        (be if b == 1 else f"{be}{b}", be, b)
+        for be in args.backend
+        for b in (args.gpu_moves_per_cut if be == "gpu" else [1])
+    ]
 
     from maxflow import fastmin
 
@@ -148,13 +161,18 @@ def main(argv=None) -> int:
                                    max_cycles=5, labels=start.copy())  # fmt: skip
                 t_theirs = time.perf_counter() - t0
             row = {"size": name, "labels": args.labels, "method": method}
-            for i, be in enumerate(args.backend):
-                # warm-up (compilation, kernels) on a small piece of the same problem
-                minimize_labels(u[:8, :8], v, method=method, backend=be)
+            for i, (key, be, per_cut) in enumerate(runs):
+                # warm-up (compilation, kernels) on a small piece of the same problem;
+                # on the GPU one cycle of the whole problem (the solver's kernels and
+                # buffers depend on the grid's size, stacked moves included)
+                kw = {"method": method, "backend": be, "moves_per_cut": per_cut}
+                minimize_labels(u[:8, :8], v, **kw)
+                if be == "gpu":
+                    minimize_labels(u, v, max_cycles=1, **kw)
                 t0 = time.perf_counter()
-                ours = minimize_labels(u, v, method=method, max_cycles=5, backend=be)
+                ours = minimize_labels(u, v, max_cycles=5, **kw)
                 t_ours = time.perf_counter() - t0
-                row[f"s_{be}"], row[f"energy_{be}"] = t_ours, ours.energy
+                row[f"s_{key}"], row[f"energy_{key}"] = t_ours, ours.energy
                 if i == 0:
                     row["s_ours"], row["energy_ours"] = t_ours, ours.energy
             row["energy_pymaxflow"] = (
@@ -198,7 +216,7 @@ def main(argv=None) -> int:
             (t for t in (r["s_pymaxflow"], r.get("s_pygco", nan)) if t == t),
             default=nan,
         )
-        for be in args.backend[1:]:
+        for be, _, _ in runs[1:]:
             print(
                 f"  {r['size']} {r['method']} {be}: {r[f's_{be}']:.3f} s, energy "
                 f"{r[f'energy_{be}']}, {faster / r[f's_{be}']:.1f}x the faster baseline"

@@ -13,9 +13,19 @@
 //                    from `labels`; writes source, sink (normalised to min(s, t) = 0)
 //                    and the 2 ndim arc planes (+x, -x, +y, -y (+z, -z), C order; no
 //                    arc between two layers).
-//   stereo_energy    E(d) of d = (cut[b] ? alphas[b] : labels), or of `labels` when
-//                    use_cut = 0; block sums atomically added to *energy (int64).
-//   stereo_accept    labels = alphas[b] where cut[b], if *e_new < *e_cur.
+//   swap_move        the same for alpha-beta swap moves (minimize_labels): layer b
+//                    swaps the labels alphas[b] and betas[b]; a node with either label
+//                    takes alphas[b] on the sink side (x = 1) and betas[b] on the
+//                    source side; the other nodes have no capacities (source side).
+//                    This is the CPU swap's graph of (alphas[b], betas[b]) mirrored
+//                    (terminals exchanged, arcs reversed), so the nodes that reach the
+//                    sink here, which take alphas[b], are those the source reaches
+//                    there: the CPU's cut, undecided nodes included.
+//   stereo_energy    E(d) of the proposal d: where cut[b], alphas[b]; elsewhere
+//                    betas[b] for a node labelled alphas[b] or betas[b] of a swap move
+//                    (swap = 1), else labels; or of `labels` when use_cut = 0; block
+//                    sums atomically added to *energy (int64).
+//   stereo_accept    labels = that proposal, if *e_new < *e_cur.
 //   stereo_commit    one thread: *e_cur = min(*e_cur, *e_new), *accepted += 1 where it
 //                    dropped; *e_new = 0.
 // The move and energy kernels also serve vision_cuts.minimize_labels on the device
@@ -171,27 +181,99 @@ extern "C" __global__ void stereo_move(const int* __restrict__ cost,
     sink[i] = (int)(t - lo);
 }
 
+extern "C" __global__ void swap_move(const int* __restrict__ cost, const int* __restrict__ w,
+                                     const int* __restrict__ labels,
+                                     const int* __restrict__ alphas,
+                                     const int* __restrict__ betas,
+                                     const int* __restrict__ vmat, int* __restrict__ source,
+                                     int* __restrict__ sink, int* __restrict__ edges,
+                                     int nlayers, int ndim, int nz, int m, int n, int kind,
+                                     int trunc, int nlab) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int mn = nz * m * n;
+    int total = nlayers * mn;
+    if (i >= total) return;
+    int b = i / mn;
+    int p = i - b * mn;
+    const int a = alphas[b], c = betas[b];
+    const int f = labels[p];
+    const bool in = f == a || f == c;
+    // x_p = 1 takes a, x_p = 0 takes c; two nodes of the move cost w [[0, V(c, a)],
+    // [V(a, c), 0]]: the tail's source and the head's sink get w V(a, c), the arc
+    // w (V(c, a) + V(a, c)); a fixed neighbour q adds w V(a, f_q) to the source and
+    // w V(c, f_q) to the sink (V is symmetric)
+    long long s = in ? cost[(long long)a * mn + p] : 0;
+    long long t = in ? cost[(long long)c * mn + p] : 0;
+    const long long vac = stereo_v(a, c, kind, trunc, vmat, nlab);
+    for (int d = 0; d < ndim; ++d) {
+        const int step = d == 0 ? 1 : (d == 1 ? n : m * n);
+        const int ext = d == 0 ? n : (d == 1 ? m : nz);
+        const int co = stereo_coord(p, d, nz, m, n);
+        long long lam = 0;
+        if (in && co + 1 < ext) {  // tail of (p, p + e_d)
+            const int fq = labels[p + step];
+            const long long wk = w[(long long)d * mn + p];
+            if (fq == a || fq == c) {
+                s += wk * vac;
+                lam = wk * (vac + stereo_v(c, a, kind, trunc, vmat, nlab));
+            } else {
+                s += wk * stereo_v(a, fq, kind, trunc, vmat, nlab);
+                t += wk * stereo_v(c, fq, kind, trunc, vmat, nlab);
+            }
+        }
+        if (in && co > 0) {  // head of (p - e_d, p)
+            const int fq = labels[p - step];
+            const long long wk = w[(long long)d * mn + p - step];
+            if (fq == a || fq == c) {
+                t += wk * vac;
+            } else {
+                s += wk * stereo_v(a, fq, kind, trunc, vmat, nlab);
+                t += wk * stereo_v(c, fq, kind, trunc, vmat, nlab);
+            }
+        }
+        edges[(long long)(2 * d) * total + i] = (int)lam;  // forward (0 on the last)
+        edges[(long long)(2 * d + 1) * total + i] = 0;     // backward
+    }
+    long long lo = min(s, t);
+    source[i] = (int)(s - lo);
+    sink[i] = (int)(t - lo);
+}
+
+// The label of node i in the proposal of layer `layer` (see stereo_energy).
+__device__ __forceinline__ int stereo_proposal(const int* __restrict__ labels,
+                                               const unsigned char* __restrict__ cl,
+                                               int i, int a, int c, int use_cut,
+                                               int swap) {
+    const int f = labels[i];
+    if (!use_cut) return f;
+    if (cl[i]) return a;
+    return swap && (f == a || f == c) ? c : f;
+}
+
 extern "C" __global__ void stereo_energy(const int* __restrict__ cost,
                                          const int* __restrict__ w,
                                          const int* __restrict__ labels,
                                          const unsigned char* __restrict__ cut,
-                                         const int* __restrict__ alphas, int layer,
-                                         int use_cut, unsigned long long* energy,
+                                         const int* __restrict__ alphas,
+                                         const int* __restrict__ betas, int layer,
+                                         int use_cut, int swap,
+                                         unsigned long long* energy,
                                          const int* __restrict__ vmat, int ndim, int nz,
                                          int m, int n, int kind, int trunc, int nlab) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int mn = nz * m * n;
     long long e = 0;
     if (i < mn) {
-        int a = use_cut ? alphas[layer] : 0;
+        const int a = use_cut ? alphas[layer] : 0;
+        const int c = use_cut ? betas[layer] : 0;
         const unsigned char* cl = cut + (long long)layer * mn;
-        int d = (use_cut && cl[i]) ? a : labels[i];
+        int d = stereo_proposal(labels, cl, i, a, c, use_cut, swap);
         e = cost[(long long)d * mn + i];
         for (int k = 0; k < ndim; ++k) {
             const int step = k == 0 ? 1 : (k == 1 ? n : m * n);
             const int ext = k == 0 ? n : (k == 1 ? m : nz);
             if (stereo_coord(i, k, nz, m, n) + 1 < ext) {
-                int dq = (use_cut && cl[i + step]) ? a : labels[i + step];
+                int dq = stereo_proposal(labels, cl, i + step, a, c, use_cut, swap);
                 e += (long long)w[(long long)k * mn + i] *
                      stereo_v(d, dq, kind, trunc, vmat, nlab);
             }
@@ -205,12 +287,15 @@ extern "C" __global__ void stereo_energy(const int* __restrict__ cost,
 
 extern "C" __global__ void stereo_accept(int* __restrict__ labels,
                                          const unsigned char* __restrict__ cut,
-                                         const int* __restrict__ alphas, int layer,
-                                         const long long* e_new, const long long* e_cur,
-                                         int mn) {
+                                         const int* __restrict__ alphas,
+                                         const int* __restrict__ betas, int layer,
+                                         int swap, const long long* e_new,
+                                         const long long* e_cur, int mn) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= mn) return;
-    if (*e_new < *e_cur && cut[(long long)layer * mn + i]) labels[i] = alphas[layer];
+    if (i >= mn || !(*e_new < *e_cur)) return;
+    const int d = stereo_proposal(labels, cut + (long long)layer * mn, i, alphas[layer],
+                                  betas[layer], 1, swap);
+    labels[i] = d;  // (each thread reads and writes its own label only)
 }
 
 extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur,

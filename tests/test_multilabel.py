@@ -247,6 +247,12 @@ def test_model_checks():
         minimize_labels(u, method="icm")
     with pytest.raises(ValueError, match="max_cycles must be an integer >= 1"):
         minimize_labels(u, max_cycles=0)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="moves_per_cut must be an integer >= 1"):
+            minimize_labels(u, moves_per_cut=bad, backend="cpu")
+    # the CPU cuts its moves one at a time whatever moves_per_cut says
+    res = minimize_labels(u + np.arange(3), moves_per_cut=4, backend="cpu")
+    assert res.stats["moves_per_cut"] == 1 and res.stats["device_moves"] is False
     with pytest.raises(ValueError, match=r"unary must have shape \(M, N, L\)"):
         minimize_labels(np.zeros((3, 3), dtype=int))
     with pytest.raises(TypeError, match="unary must have an integer dtype"):

@@ -1,7 +1,8 @@
-"""minimize_labels on the GPU: the device expansion loop (``_multilabel_gpu``) gives
-the CPU backend's labels and energies cycle for cycle, on random problems in 2-D and
-3-D, every pairwise model, and a real picture; problems whose moves may exceed int32
-take the CPU-built moves (still exact). Marker ``gpu``."""
+"""minimize_labels on the GPU: the device expansion and swap loops (``_multilabel_gpu``)
+give the CPU backend's labels and energies cycle for cycle with one move a cut, on
+random problems in 2-D and 3-D, every pairwise model, and a real picture; several moves
+a cut reach a local minimum; problems whose moves may exceed int32 take the CPU-built
+moves (still exact). Marker ``gpu``."""
 
 from __future__ import annotations
 
@@ -78,18 +79,74 @@ def test_gpu_host_moves_where_capacities_may_not_fit(rng, monkeypatch):
     _same(cpu, gpu)
 
 
+SWAP_MODELS = ["potts", ("truncated_linear", 2), ("truncated_quadratic", 4)]
+
+
+@pytest.mark.parametrize("model", SWAP_MODELS, ids=["potts", "tlinear", "tquad"])
+@pytest.mark.parametrize("shape", [(13, 17), (1, 9), (5, 6, 7), (3, 1, 8)])
+def test_gpu_swap_is_the_cpu_swap(rng, model, shape):
+    """Swap on the device, one move a cut: the CPU's labels and energies cycle for
+    cycle (its cut is the CPU's on the mirrored graph, undecided nodes included)."""
+    pytest.importorskip("cupy")
+    nlab = 5
+    unary = rng.integers(0, 40, (*shape, nlab))
+    unary[..., 3] += 100  # a label few nodes take: pairs with few nodes
+    weights = rng.integers(0, 6, (len(shape), *shape))
+    kw = {"weights": weights, "max_cycles": 6, "method": "swap"}
+    cpu = minimize_labels(unary, model, backend="cpu", **kw)
+    gpu = minimize_labels(unary, model, backend="gpu", **kw)
+    assert gpu.stats["device_moves"] is True
+    np.testing.assert_array_equal(gpu.labels, cpu.labels)
+    assert gpu.energy == cpu.energy
+    assert gpu.stats["initial_energy"] == cpu.stats["initial_energy"]
+    got = [(c["energy"], c["improving_moves"]) for c in gpu.stats["cycles"]]
+    want = [(c["energy"], c["improving_moves"]) for c in cpu.stats["cycles"]]
+    assert got == want
+    # work counters: every pair cut once a cycle (the CPU skips pairs no node has)
+    pairs = nlab * (nlab - 1) // 2
+    assert all(c["cuts"] == pairs for c in gpu.stats["cycles"])
+    assert all(c["cuts"] <= pairs for c in cpu.stats["cycles"])
+    assert gpu.energy == label_energy(unary, gpu.labels, model, weights=weights)
+
+
+@pytest.mark.parametrize("method", ["expansion", "swap"])
+@pytest.mark.parametrize("per_cut", [2, 4, 7])
+def test_gpu_several_moves_a_cut(rng, method, per_cut):
+    """Moves built from one labelling and cut together: the energy is the labels',
+    never above the start, and where a cycle lowered nothing the labels are a local
+    minimum of the method's moves (a CPU cycle from them changes nothing)."""
+    pytest.importorskip("cupy")
+    unary = rng.integers(0, 60, (23, 19, 8))
+    weights = rng.integers(0, 8, (2, 23, 19))
+    model = ("truncated_linear", 3)
+    res = minimize_labels(unary, model, weights=weights, method=method,
+                          moves_per_cut=per_cut, max_cycles=30,
+                          backend="gpu")  # fmt: skip
+    assert res.stats["device_moves"] is True
+    assert 1 < res.stats["moves_per_cut"] <= per_cut
+    assert res.energy == label_energy(unary, res.labels, model, weights=weights)
+    energies = [c["energy"] for c in res.stats["cycles"]]
+    assert energies[0] <= res.stats["initial_energy"]
+    assert all(b <= a for a, b in zip(energies, energies[1:], strict=False))
+    assert len(res.stats["cycles"]) < 30  # ended by a cycle that lowered nothing
+    assert res.stats["cycles"][-1]["improving_moves"] == 0
+    again = minimize_labels(unary, model, weights=weights, method=method,
+                            init=res.labels, max_cycles=1, backend="cpu")  # fmt: skip
+    assert again.energy == res.energy
+
+
 def test_gpu_swap_and_diagonals_are_exact(rng):
-    # the device loop is expansion on face neighbourhoods; the rest still runs and
-    # agrees with the CPU
+    # diagonal neighbourhoods build their moves on the host; they agree with the CPU
     pytest.importorskip("cupy")
     unary = rng.integers(0, 30, (9, 8, 3))
-    gpu = minimize_labels(unary, "potts", method="swap", backend="gpu")
+    gpu = minimize_labels(unary, "potts", method="swap", backend="gpu",
+                          connectivity=8)  # fmt: skip
     assert gpu.stats["device_moves"] is False
     # a local minimum of the swap moves (ties may pick another one than the CPU's)
-    assert gpu.energy == label_energy(unary, gpu.labels, "potts")
+    assert gpu.energy == label_energy(unary, gpu.labels, "potts", connectivity=8)
     assert gpu.energy <= gpu.stats["initial_energy"]
     again = minimize_labels(unary, "potts", method="swap", init=gpu.labels,
-                            max_cycles=1, backend="cpu")  # fmt: skip
+                            max_cycles=1, backend="cpu", connectivity=8)  # fmt: skip
     assert again.energy == gpu.energy
     cpu = minimize_labels(unary, "potts", connectivity=8, backend="cpu")
     gpu = minimize_labels(unary, "potts", connectivity=8, backend="gpu")

@@ -1,13 +1,23 @@
-"""Alpha-expansion of :func:`vision_cuts.minimize_labels` on the device (CuPy).
+"""Alpha-expansion and alpha-beta swap of :func:`vision_cuts.minimize_labels` on the
+device (CuPy).
 
 The moves are those of the stereo front end (``_stereo_gpu.DeviceMoves``, kernels
-``stereo_move`` / ``stereo_energy`` of ``kernels/stereo.cu``): per move one kernel
-builds the move graph from the unary volume, the weights and the current labels, the
-cut runs on the GPU grid solver with device arrays, one kernel sums the proposal's
-energy into a device scalar and another takes the move where it lowers the energy.
-The host reads the energy and the count of accepted moves once a cycle. The cut's sink
-side is the set of nodes that reach the sink (the smallest optimal move), as the CPU's
-``keep`` rule takes: the labels and energies are the CPU backend's, cycle for cycle.
+``stereo_move`` / ``swap_move`` / ``stereo_energy`` of ``kernels/stereo.cu``): per
+group of moves one kernel builds the move graphs from the unary volume, the weights and
+the current labels, the cut runs on the GPU grid solver with device arrays, and per
+move one kernel sums the proposal's energy into a device scalar and another takes the
+move where it lowers the energy. The host reads the energy and the count of accepted
+moves once a cycle.
+
+One move a cut (``per_cut`` 1, the default) is the CPU's sequence of moves: expansion
+over the labels in order, swap over the pairs (a, b), a < b, in order. The cut's sink
+side is the set of nodes that reach the sink, which is the CPU's cut (expansion: the
+smallest optimal move, its ``keep`` rule; swap: the mirrored graph, see ``swap_move``),
+so the labels and energies are the CPU backend's, cycle for cycle. Several moves a cut
+are built from one labelling, stacked and cut together, then applied one after the
+other where each lowers the energy (the stereo front end's scheme): expansion labels
+in the groups of ``label_groups``, swap pairs in rounds of disjoint pairs
+(:func:`pair_groups`), so that no move of a group touches another's nodes.
 
 Used for 4-connected 2-D and 6-connected 3-D grids whose move capacities provably fit
 in int32 (:func:`fits`); other problems take the CPU-built moves with GPU cuts.
@@ -21,7 +31,7 @@ import numpy as np
 
 from ._validate import INT32_MAX
 
-__all__ = ["expansion", "fits"]
+__all__ = ["expansion", "fits", "pair_groups", "swap"]
 
 _INT32_MIN = -(2**31)
 
@@ -40,6 +50,36 @@ def fits(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> bool:
     return (hi - lo) + 2 * ndim * wv <= INT32_MAX and 2 * wv <= INT32_MAX
 
 
+def pair_groups(nlab: int, per_cut: int) -> tuple[np.ndarray, np.ndarray]:
+    """The swap moves of a cycle as (alphas, betas), two int32 (G, B) tables: with
+    ``per_cut`` 1 the pairs (a, b), a < b, in order, one a group; otherwise the
+    rounds of a round-robin over the labels (every pair once, the pairs of a round
+    disjoint), each round cut into groups of at most ``per_cut`` pairs, the short
+    groups filled with (0, 0) (a move that changes nothing: every group has one
+    grid shape, so the solver's buffers are reused)."""
+    if per_cut <= 1 or nlab < 4:
+        pairs = [(a, b) for a in range(nlab) for b in range(a + 1, nlab)]
+        arr = np.array(pairs, dtype=np.int32).reshape(-1, 1, 2)
+        return arr[..., 0].copy(), arr[..., 1].copy()
+    ring = list(range(nlab)) + ([-1] if nlab % 2 else [])  # -1: a bye
+    size = len(ring)
+    per_round = size // 2
+    width = min(int(per_cut), per_round)
+    groups = []
+    for _ in range(size - 1):
+        pairs = [
+            (min(ring[i], ring[size - 1 - i]), max(ring[i], ring[size - 1 - i]))
+            for i in range(per_round)
+            if ring[i] >= 0 and ring[size - 1 - i] >= 0
+        ]
+        for k in range(0, len(pairs), width):
+            chunk = pairs[k : k + width]
+            groups.append(chunk + [(0, 0)] * (width - len(chunk)))
+        ring = [ring[0], ring[-1], *ring[1:-1]]  # the circle method
+    arr = np.array(groups, dtype=np.int32)
+    return arr[..., 0].copy(), arr[..., 1].copy()
+
+
 def expansion(
     u: np.ndarray,
     v: np.ndarray,
@@ -48,21 +88,45 @@ def expansion(
     max_cycles: int,
     tol: float,
     callback: Any,
-) -> tuple[np.ndarray, int, int, list]:
-    """Expansion cycles over the labels 0 .. L - 1 in order, one move a cut.
-    ``u`` (*grid, L), ``v`` (L, L) metric, ``w`` (ndim, *grid) integer arrays,
-    ``labels`` the start. Returns (labels, initial energy, final energy, per-cycle
-    stats as ``minimize_labels`` reports them); the energies are the device's
-    (the host computes none)."""
+    per_cut: int = 1,
+) -> tuple[np.ndarray, int, int, list, int]:
+    """Expansion cycles over the labels 0 .. L - 1, ``per_cut`` moves a cut (at
+    most). ``u`` (*grid, L), ``v`` (L, L) metric, ``w`` (ndim, *grid) integer
+    arrays, ``labels`` the start. Returns (labels, initial energy, final energy,
+    per-cycle stats as ``minimize_labels`` reports them, the moves a cut); the
+    energies are the device's (the host computes none)."""
+    from ._stereo_gpu import label_groups
+
+    groups = label_groups(int(u.shape[-1]), per_cut)
+    return _cycles(u, v, w, labels, max_cycles, tol, callback, groups, None)
+
+
+def swap(
+    u: np.ndarray,
+    v: np.ndarray,
+    w: np.ndarray,
+    labels: np.ndarray,
+    max_cycles: int,
+    tol: float,
+    callback: Any,
+    per_cut: int = 1,
+) -> tuple[np.ndarray, int, int, list, int]:
+    """Swap cycles over the label pairs (:func:`pair_groups`), ``per_cut`` moves a
+    cut (at most); ``v`` a semi-metric, two labels or more. Returns as
+    :func:`expansion`."""
+    alphas, betas = pair_groups(int(u.shape[-1]), per_cut)
+    return _cycles(u, v, w, labels, max_cycles, tol, callback, alphas, betas)
+
+
+def _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas) -> tuple:
     import cupy
 
-    from ._stereo_gpu import DeviceMoves, expansion_loop, label_groups
+    from ._stereo_gpu import DeviceMoves, expansion_loop
 
-    nlab = int(u.shape[-1])
     cost = cupy.moveaxis(cupy.asarray(u.astype(np.int32)), -1, 0)
     moves = DeviceMoves(
-        cost, cupy.asarray(w, dtype=cupy.int32), "matrix", 0, label_groups(nlab, 1),
-        vmat=np.ascontiguousarray(v, dtype=np.int32),
+        cost, cupy.asarray(w, dtype=cupy.int32), "matrix", 0, groups,
+        vmat=np.ascontiguousarray(v, dtype=np.int32), betas=betas,
     )  # fmt: skip
     lab = cupy.ascontiguousarray(cupy.asarray(labels), dtype=cupy.int32)
     stats: dict = {}
@@ -86,10 +150,10 @@ def expansion(
     )
     if callback is not None:
         callback(*held[-1])
-    per_cut = int(moves.groups.shape[0])
+    ncuts = int(moves.groups.shape[0])  # a cycle's
     cycles = [
-        {"energy": int(e), "cuts": per_cut, "improving_moves": int(a)}
+        {"energy": int(e), "cuts": ncuts, "improving_moves": int(a)}
         for e, a in zip(stats["energies"][1:], stats["accepted"], strict=True)
     ]
     first, last = (int(e) for e in (stats["energies"][0], stats["energies"][-1]))
-    return lab.get(), first, last, cycles
+    return lab.get(), first, last, cycles, int(moves.groups.shape[1])

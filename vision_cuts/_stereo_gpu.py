@@ -253,12 +253,21 @@ class DeviceMoves:
     ``cost`` (L, *grid) and ``w`` (ndim, *grid) integer arrays on a 2-D or 3-D grid
     (faces: 4 or 6 neighbours); the smoothness ``kind`` of ``KINDS`` with ``trunc``,
     or ``"matrix"`` with ``vmat``, an (L, L) integer metric. ``accepted`` counts the
-    moves that lowered the energy."""
+    moves that lowered the energy. ``betas`` (the shape of ``groups``): alpha-beta
+    swap moves instead, group g's move b swapping ``groups[g, b]`` and ``betas[g,
+    b]`` (``swap_move`` of ``kernels/stereo.cu``; ``vmat`` a semi-metric)."""
 
     backend = "gpu"
 
     def __init__(
-        self, cost: Any, w: Any, kind: str, trunc: int, groups: Any, vmat: Any = None
+        self,
+        cost: Any,
+        w: Any,
+        kind: str,
+        trunc: int,
+        groups: Any,
+        vmat: Any = None,
+        betas: Any = None,
     ) -> None:
         import cupy
 
@@ -280,6 +289,17 @@ class DeviceMoves:
         self.trunc = np.int32(trunc)
         self.groups = cupy.asarray(np.ascontiguousarray(groups, dtype=np.int32))
         self.rows = [self.groups[g] for g in range(int(self.groups.shape[0]))]
+        self.swap = np.int32(betas is not None)
+        if betas is None:
+            self.brows = self.rows  # (not read by the expansion kernels)
+        else:
+            bet = cupy.asarray(np.ascontiguousarray(betas, dtype=np.int32))
+            if bet.shape != self.groups.shape:
+                raise ValueError(
+                    f"betas must have the shape of groups {self.groups.shape}, got "
+                    f"{bet.shape}"
+                )
+            self.brows = [bet[g] for g in range(int(bet.shape[0]))]
         nb = int(self.groups.shape[1])
         shape = (nb * m, n) if ndim == 2 else (nb * nz, m, n)
         if max(2 * ndim * nb, nlab) * self.nodes > _INT32_MAX:
@@ -295,7 +315,7 @@ class DeviceMoves:
         self.state = cupy.asarray(np.array([0, _INT64_MAX, 0], dtype=np.int64))
         self.dummy_cut = cupy.zeros(1, dtype=cupy.uint8)
         mod = _module()
-        self.k_move = get_kernel(mod, "stereo_move")
+        self.k_move = get_kernel(mod, "swap_move" if self.swap else "stereo_move")
         self.k_energy = get_kernel(mod, "stereo_energy")
         self.k_accept = get_kernel(mod, "stereo_accept")
         self.k_commit = get_kernel(mod, "stereo_commit")
@@ -318,8 +338,10 @@ class DeviceMoves:
                 labels,
                 cut if use else self.dummy_cut,
                 self.rows[group],
+                self.brows[group],
                 np.int32(layer),
                 np.int32(use),
+                self.swap,
                 self.state,  # accumulates into state[0]
                 self.vmat,
                 *self.geometry,
@@ -350,6 +372,7 @@ class DeviceMoves:
                 self.w,
                 labels,
                 self.rows[group],
+                *((self.brows[group],) if self.swap else ()),
                 self.vmat,
                 self.source,
                 self.sink,
@@ -369,7 +392,9 @@ class DeviceMoves:
                 labels,
                 cut,
                 self.rows[group],
+                self.brows[group],
                 np.int32(layer),
+                self.swap,
                 self.state[0:1],
                 self.state[1:2],
                 np.int32(self.nodes),
@@ -388,8 +413,8 @@ def expansion_loop(
     callback: Any = None,
     stats: dict | None = None,
 ) -> Any:
-    """Alpha-expansion cycles over ``moves.groups``; ``labels`` (int32) is updated in
-    place and returned.
+    """Alpha-expansion cycles over ``moves.groups`` (or swap cycles, where ``moves``
+    builds swap moves); ``labels`` (int32) is updated in place and returned.
 
     A cycle tries every group once: one cut for the group's stacked moves, then each
     move applied in turn if it lowers the energy. Stops after ``max_cycles`` cycles,

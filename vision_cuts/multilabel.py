@@ -685,6 +685,7 @@ def minimize_labels(
     tol: float = 0.0,
     callback: Any = None,
     backend: str = "auto",
+    moves_per_cut: int = 1,
 ) -> LabelResult:
     """Minimise a multi-label grid energy by alpha-expansion or alpha-beta swap.
 
@@ -718,18 +719,28 @@ def minimize_labels(
         the moves of ``max_cycles`` cycles; ``callback(total, total)`` at the end.
     backend : {"auto", "cpu", "gpu"}
         Where the cuts run (:func:`vision_cuts.maxflow_grid`). On the GPU, expansion
-        on a 4-connected 2-D or 6-connected 3-D grid runs whole on the device (move
-        graphs, cuts, energies; one host read a cycle) where every move's capacities
-        fit in int32; other problems build their moves on the host. Both give the
-        CPU's labels and energies.
+        and swap on a 4-connected 2-D or 6-connected 3-D grid run whole on the device
+        (move graphs, cuts, energies; one host read a cycle) where every move's
+        capacities fit in int32; other problems build their moves on the host. With
+        one move a cut both give the CPU's labels and energies.
+    moves_per_cut : int
+        The device loop only (elsewhere 1): moves built from one labelling and cut
+        together as one stacked grid, then applied one after the other where each
+        lowers the energy (as :func:`vision_cuts.stereo_disparity` does on the GPU).
+        Expansion groups far-apart labels; swap groups disjoint label pairs (a
+        round-robin). Fewer, larger cuts; the result is another local minimum than
+        the CPU's (a cycle that lowers nothing still certifies one: its first move
+        of each group is exact). 1 (the default): the CPU's moves, one a cut.
 
     Returns
     -------
     LabelResult
         ``(labels, energy, stats)``; ``energy == label_energy(unary, labels, ...)``;
         ``stats``: ``method``, ``initial_energy``, ``cycles`` (per cycle the energy
-        after it, the cuts made and the moves that lowered the energy) and
-        ``device_moves`` (whether the device loop ran).
+        after it, the cuts made and the moves that lowered the energy),
+        ``device_moves`` (whether the device loop ran) and ``moves_per_cut`` (the
+        moves of a cut in that loop, else 1). The device swap cuts every pair, the
+        CPU skips pairs whose labels no node has: its ``cuts`` may be lower.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -743,6 +754,14 @@ def minimize_labels(
         raise ValueError(f"tol must be a number >= 0, got {tol!r}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    if (
+        isinstance(moves_per_cut, bool)
+        or not isinstance(moves_per_cut, (int, np.integer))
+        or moves_per_cut < 1
+    ):
+        raise ValueError(
+            f"moves_per_cut must be an integer >= 1, got {moves_per_cut!r}"
+        )
     u, v, w, D = _check(unary, pairwise, weights, connectivity)
     _check_pairwise(v, method)
     nlabels = u.shape[-1]
@@ -762,16 +781,27 @@ def minimize_labels(
                 f"{int(lab.max())}"
             )
         lab = lab.astype(np.int64)
-    stats: dict = {"method": method, "cycles": [], "device_moves": False}
+    stats: dict = {
+        "method": method,
+        "cycles": [],
+        "device_moves": False,
+        "moves_per_cut": 1,
+    }
     on_gpu = resolve_backend(backend, lab) == "gpu"
-    if method == "expansion" and D == u.ndim - 1 and on_gpu:
+    if D == u.ndim - 1 and on_gpu and (method == "expansion" or nlabels > 1):
         from . import _multilabel_gpu
 
         if _multilabel_gpu.fits(u, v, w):  # the whole loop on the device
-            lab, first, energy, cycles = _multilabel_gpu.expansion(
-                u, v, w, lab, max_cycles, tol, callback
+            run = getattr(_multilabel_gpu, method)
+            lab, first, energy, cycles, per_cut = run(
+                u, v, w, lab, max_cycles, tol, callback, int(moves_per_cut)
             )
-            stats.update(initial_energy=first, cycles=cycles, device_moves=True)
+            stats.update(
+                initial_energy=first,
+                cycles=cycles,
+                device_moves=True,
+                moves_per_cut=per_cut,
+            )
             return LabelResult(lab.astype(np.int32), int(energy), stats)
     energy = _energy(u, v, w, D, lab)
     stats["initial_energy"] = energy
