@@ -34,21 +34,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def recorded_moves(unary, v, cycles):
-    """The move energies ``minimize_labels`` cuts on the GPU (host arrays)."""
-    from vision_cuts import minimize_labels, multilabel
+    """The move energies ``minimize_labels`` cuts on the GPU (host copies): those of
+    the device loop (``_stereo_gpu``) and of the host-built moves (``multilabel``)."""
+    from vision_cuts import _stereo_gpu, minimize_labels, multilabel
+    from vision_cuts._backend import to_numpy
+    from vision_cuts.grid import GridEnergy
 
     moves = []
     inner = multilabel.maxflow_grid
 
     def record(energy, backend="auto"):
-        moves.append(energy)
+        arrays = (to_numpy(a) for a in (energy.source, energy.sink, energy.edges))
+        moves.append(GridEnergy._trusted(*arrays, energy.constant))
         return inner(energy, backend=backend)
 
-    multilabel.maxflow_grid = record
+    multilabel.maxflow_grid = _stereo_gpu.maxflow_grid = record
     try:
         minimize_labels(unary, v, max_cycles=cycles, backend="gpu")
     finally:
-        multilabel.maxflow_grid = inner
+        multilabel.maxflow_grid = _stereo_gpu.maxflow_grid = inner
     return moves
 
 

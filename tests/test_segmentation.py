@@ -304,6 +304,17 @@ def test_grabcut_smoothness_weights(rng, planes):
     np.testing.assert_array_equal(got, _reference_smoothness(img, 50.0, planes))
 
 
+def test_grabcut_lab_matches_opencv(rng):
+    import cv2
+
+    from vision_cuts.segmentation import _rgb_to_lab
+
+    img = rng.integers(0, 256, (16, 16, 3)).astype(np.float32)
+    img[0, :4] = [[0, 0, 0], [255, 255, 255], [255, 0, 0], [1, 2, 3]]
+    want = cv2.cvtColor(img / 255.0, cv2.COLOR_RGB2Lab)
+    np.testing.assert_allclose(_rgb_to_lab(img, np), want, atol=0.6)
+
+
 def test_grabcut_eight_neighbours():
     img = _two_tone()
     res = grabcut(img, rect=RECT, connectivity=8, backend="cpu")

@@ -67,6 +67,14 @@ def segment(
 
 _LOG2PI = float(np.log(2.0 * np.pi))
 _COST_SCALE = 64.0  # nats -> integer capacities: 1/64 nat resolution
+_SRGB_TO_XYZ = np.array(
+    [
+        [0.412453, 0.357580, 0.180423],
+        [0.212671, 0.715160, 0.072169],
+        [0.019334, 0.119193, 0.950227],
+    ]
+)
+_D65_WHITE = np.array([0.950456, 1.0, 1.088754])
 
 
 class GaussianMixture(NamedTuple):
@@ -92,8 +100,8 @@ class GrabCutResult(NamedTuple):
     mask : ndarray of uint8, shape (M, N)
         1 = foreground, 0 = background (same array kind as the image).
     foreground_model, background_model : GaussianMixture
-        The colour models of the last iteration; pass the result back as ``init=`` to
-        refine it with more scribbles.
+        The colour models of the last iteration, in CIE L*a*b*; pass the result
+        back as ``init=`` to refine it with more scribbles.
     iterations : int
         Graph cuts made (fewer than asked when the mask stopped changing: the next cut
         would be the same).
@@ -396,6 +404,27 @@ def _smoothness(img: Any, gamma: float, xp, planes: int = 4) -> Any:
     return w
 
 
+def _rgb_to_lab(img: Any, xp) -> Any:
+    """CIE L*a*b* (D65 white) of an (M, N, 3) float32 sRGB image in [0, 255].
+
+    GrabCut's colour models and contrast term work in this space: its Euclidean
+    distances follow perceived colour differences, and it separates lightness from
+    chroma, so shading spreads a Gaussian along one axis.
+    """
+    c = img * xp.float32(1.0 / 255.0)
+    # (the power's base kept >= its threshold: float images may lie outside [0, 1])
+    curve = ((xp.maximum(c, xp.float32(0.04045)) + 0.055) / 1.055) ** 2.4
+    lin = xp.where(c <= 0.04045, c / 12.92, curve)
+    xyz = lin @ xp.asarray(_SRGB_TO_XYZ.T, dtype=xp.float32)
+    t = xyz / xp.asarray(_D65_WHITE, dtype=xp.float32)
+    f = xp.where(t > 0.008856, xp.cbrt(t), 7.787 * t + 16.0 / 116.0)
+    lab = xp.empty_like(img)
+    lab[..., 0] = 116.0 * f[..., 1] - 16.0
+    lab[..., 1] = 500.0 * (f[..., 0] - f[..., 1])
+    lab[..., 2] = 200.0 * (f[..., 1] - f[..., 2])
+    return lab
+
+
 def _check_grabcut_args(iterations, components, smoothness, init, shape) -> None:
     """The scalar arguments of :func:`grabcut` and its ``init``."""
     if not isinstance(iterations, (int, np.integer)) or iterations < 1:
@@ -595,9 +624,9 @@ def grabcut(
     connectivity : {4, 8}
         The neighbourhood of the smoothness term, on either backend: 8 (default) is
         GrabCut's as published (diagonals weighted ``1 / sqrt(2)``, less
-        metrication on diagonal boundaries); on the 20 GrabCut pictures it has the
-        lower mean error (box 8.38 / scribble sets 5.59 and 2.81 %, against 8.30 /
-        6.21 / 4.54 with 4 neighbours: BENCHMARKS.md) at 1.3x (GPU) to 1.5x (CPU)
+        metrication on diagonal boundaries); on the 20 GrabCut pictures (CPU, in
+        CIE Lab) its mean errors are box 7.56 / scribble sets 5.47 and 1.57 %,
+        against 7.60 / 5.14 / 1.68 with 4 neighbours, at 1.3x (GPU) to 1.5x (CPU)
         the time of 4.
     init : GrabCutResult, optional
         A previous result to refine (the interactive loop): its mask and colour models
@@ -625,6 +654,10 @@ def grabcut(
 
     Notes
     -----
+    The colours are converted to CIE L*a*b* (sRGB, D65 white) first, on either
+    backend: the colour models and the contrast term ``|z_p - z_q|`` live in that
+    space, and so do the returned models (on the 20 GrabCut pictures it lowers the
+    mean box-only error from 8.38 to 7.56 %, cv2.grabCut's, in RGB, being 8.59 %).
     Each iteration assigns every pixel to the most likely Gaussian of its current
     class, refits both models, and minimises ``E(x) = sum_p -log P(z_p | x_p) +
     sum_{pq} gamma exp(-beta |z_p - z_q|^2) [x_p != x_q]`` exactly with
@@ -643,6 +676,7 @@ def grabcut(
         smoothness = 120.0 if planes == 4 else 50.0
     xp = _xp_of(which)
     img = _as_image(image, xp)
+    img = _rgb_to_lab(img, xp)  # the colour models' and contrast term's space
     rows, cols = img.shape[:2]
     shape = (rows, cols)
     _check_grabcut_args(iterations, components, smoothness, init, shape)
