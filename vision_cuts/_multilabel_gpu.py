@@ -31,7 +31,7 @@ import numpy as np
 
 from ._validate import INT32_MAX
 
-__all__ = ["expansion", "fits", "pair_groups", "swap"]
+__all__ = ["fits", "minimize", "pair_groups"]
 
 _INT32_MIN = -(2**31)
 
@@ -80,7 +80,8 @@ def pair_groups(nlab: int, per_cut: int) -> tuple[np.ndarray, np.ndarray]:
     return arr[..., 0].copy(), arr[..., 1].copy()
 
 
-def expansion(
+def minimize(
+    method: str,
     u: np.ndarray,
     v: np.ndarray,
     w: np.ndarray,
@@ -90,32 +91,20 @@ def expansion(
     callback: Any,
     per_cut: int = 1,
 ) -> tuple[np.ndarray, int, int, list, int]:
-    """Expansion cycles over the labels 0 .. L - 1, ``per_cut`` moves a cut (at
-    most). ``u`` (*grid, L), ``v`` (L, L) metric, ``w`` (ndim, *grid) integer
-    arrays, ``labels`` the start. Returns (labels, initial energy, final energy,
-    per-cycle stats as ``minimize_labels`` reports them, the moves a cut); the
-    energies are the device's (the host computes none)."""
+    """``method`` cycles, ``per_cut`` moves a cut (at most): expansion over the
+    labels 0 .. L - 1 (``v`` a metric), swap over the label pairs (:func:`pair_groups`;
+    ``v`` a semi-metric, two labels or more). ``u`` (*grid, L), ``v`` (L, L), ``w``
+    (ndim, *grid) integer arrays, ``labels`` the start. Returns (labels, initial
+    energy, final energy, per-cycle stats as ``minimize_labels`` reports them, the
+    moves a cut); the energies are the device's (the host computes none)."""
     from ._stereo_gpu import label_groups
 
-    groups = label_groups(int(u.shape[-1]), per_cut)
-    return _cycles(u, v, w, labels, max_cycles, tol, callback, groups, None)
-
-
-def swap(
-    u: np.ndarray,
-    v: np.ndarray,
-    w: np.ndarray,
-    labels: np.ndarray,
-    max_cycles: int,
-    tol: float,
-    callback: Any,
-    per_cut: int = 1,
-) -> tuple[np.ndarray, int, int, list, int]:
-    """Swap cycles over the label pairs (:func:`pair_groups`), ``per_cut`` moves a
-    cut (at most); ``v`` a semi-metric, two labels or more. Returns as
-    :func:`expansion`."""
-    alphas, betas = pair_groups(int(u.shape[-1]), per_cut)
-    return _cycles(u, v, w, labels, max_cycles, tol, callback, alphas, betas)
+    nlab = int(u.shape[-1])
+    if method == "expansion":
+        groups, betas = label_groups(nlab, per_cut), None
+    else:
+        groups, betas = pair_groups(nlab, per_cut)
+    return _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas)
 
 
 def _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas) -> tuple:

@@ -673,6 +673,19 @@ class _CompactSwap:
         return self.labp.reshape(self.shape)[self.inner].reshape(self.grid).copy()
 
 
+def check_moves_per_cut(moves_per_cut: Any) -> None:
+    """``moves_per_cut`` (of :func:`minimize_labels` and ``stereo_disparity``) must be
+    an integer >= 1."""
+    if (
+        isinstance(moves_per_cut, bool)
+        or not isinstance(moves_per_cut, (int, np.integer))
+        or moves_per_cut < 1
+    ):
+        raise ValueError(
+            f"moves_per_cut must be an integer >= 1, got {moves_per_cut!r}"
+        )
+
+
 def minimize_labels(
     unary: Any,
     pairwise: Any = "potts",
@@ -754,14 +767,7 @@ def minimize_labels(
         raise ValueError(f"tol must be a number >= 0, got {tol!r}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-    if (
-        isinstance(moves_per_cut, bool)
-        or not isinstance(moves_per_cut, (int, np.integer))
-        or moves_per_cut < 1
-    ):
-        raise ValueError(
-            f"moves_per_cut must be an integer >= 1, got {moves_per_cut!r}"
-        )
+    check_moves_per_cut(moves_per_cut)
     u, v, w, D = _check(unary, pairwise, weights, connectivity)
     _check_pairwise(v, method)
     nlabels = u.shape[-1]
@@ -792,9 +798,8 @@ def minimize_labels(
         from . import _multilabel_gpu
 
         if _multilabel_gpu.fits(u, v, w):  # the whole loop on the device
-            run = getattr(_multilabel_gpu, method)
-            lab, first, energy, cycles, per_cut = run(
-                u, v, w, lab, max_cycles, tol, callback, int(moves_per_cut)
+            lab, first, energy, cycles, per_cut = _multilabel_gpu.minimize(
+                method, u, v, w, lab, max_cycles, tol, callback, int(moves_per_cut)
             )
             stats.update(
                 initial_energy=first,

@@ -546,14 +546,9 @@ def solve_disparity(
         raise ValueError(f"truncation must be >= 1, got {truncation}")
     if moves_per_cut is None:
         moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
-    if (
-        isinstance(moves_per_cut, bool)
-        or not isinstance(moves_per_cut, (int, np.integer))
-        or moves_per_cut < 1
-    ):
-        raise ValueError(
-            f"moves_per_cut must be an integer >= 1, got {moves_per_cut!r}"
-        )
+    from .multilabel import check_moves_per_cut
+
+    check_moves_per_cut(moves_per_cut)
     if not tol >= 0:
         raise ValueError(f"tol must be >= 0, got {tol!r}")
     c = _to(xp, cost)
