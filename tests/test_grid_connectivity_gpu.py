@@ -74,12 +74,20 @@ def test_gpu_diagonals_only(rng):
         _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=3)
 
 
+@pytest.mark.parametrize("relabel", ["level", "tiles", "four colours"])
 @pytest.mark.parametrize("tile", [(4, 4, 1), (32, 8, 1), (32, 32, 1)])
-def test_gpu_8_connected_corner_pushes(tile):
+def test_gpu_8_connected_corner_pushes(monkeypatch, tile, relabel):
     """8-connected grids run two colours, the arcs across tile corners pushed by a
-    launch of their own, and the level BFS: a staircase of diagonal arcs through
-    many tile corners (the only way to the sink), and random grids, exact."""
+    launch of their own, and the level BFS (or, beyond its size, the tile BFS): a
+    staircase of diagonal arcs through many tile corners (the only way to the sink),
+    and random grids, exact; the four colours of the first version too."""
     pytest.importorskip("cupy")
+    import vision_cuts._maxflow_gpu as mg
+
+    if relabel == "tiles":
+        monkeypatch.setattr(mg, "_BFS_LEVEL_DIAG_MAX_NODES", 0)
+    if relabel == "four colours":
+        monkeypatch.setattr(mg, "_DIAG_CORNERS", False)
     shape = (70, 70)
     src = np.zeros(shape, np.int64)
     snk = np.zeros(shape, np.int64)
@@ -89,7 +97,8 @@ def test_gpu_8_connected_corner_pushes(tile):
     src[0, 0] = 100
     snk[69, 69] = 100
     stats = _check(src, snk, e, 5, repeats=3, tile=tile)
-    assert stats["colours"] == 2 and stats["level_bfs"]
+    assert stats["colours"] == (4 if relabel == "four colours" else 2)
+    assert stats["level_bfs"] == (relabel != "tiles")
     rng = np.random.default_rng(3)
     for density in (0.3, 1.0):
         src, snk, e = random_planes(rng, (67, 75), 8, high=40, density=density)

@@ -975,6 +975,8 @@ def _get_solver(
         _BFS_WARP,
         _BFS_LEVEL,
         _BFS_LEVEL_L,
+        _BFS_LEVEL_DIAG_MAX_NODES,
+        _DIAG_CORNERS,
         _TRACK_MASKS,
         cupy.cuda.Device().id,
     )
