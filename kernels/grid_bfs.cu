@@ -561,7 +561,7 @@ gbfs_fused(const int* __restrict__ rc, int* h, int* flags, int* ctrl, int* out,
 // K = 4, or 8 with diagonals, which only gbfs_level reads); `init` bit 1: the initial
 // heights of gbfs_init (1 / VC_INF), bit 2: its flags and pending, the tiles flagged 2
 // ("first visit"), bit 4: plane K + 1, the nodes with excess (gbfs_level's active
-// count; without diagonals the push kernel keeps all six planes up to date after that,
+// count; the push kernel keeps all K + 2 planes up to date after that,
 // grid_push_relabel.cu's VC_MASKS).
 // In a visit lane y holds row y's masks and the frontier of a BFS level as one word,
 // so one level of the whole tile is a few shifts, ands and two shuffles. A first visit
@@ -797,9 +797,9 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 // ---- level-synchronous bit-parallel BFS by regions (2-D) ----------------------------
 // gbfs_level: the exact BFS from the sink, a whole level at a time, on the bit masks of
 // gbfs_wmask or of the push kernel (mask[p * nw + word], planes 0..K-1 arcs, K sink
-// arcs, K + 1 nodes with excess; K = 4, or 8 with the diagonals). A grid of G resident blocks (the host sizes it by the
-// occupancy; one block waits for all at the grid barriers) splits the row words of the
-// grid into G regions of cw words x ch rows.
+// arcs, K + 1 nodes with excess; K = 4, or 8 with the diagonals). A grid of G
+// resident blocks (the host sizes it by the occupancy; one block waits for all at the
+// grid barriers) splits the row words of the grid into G regions of cw words x ch rows.
 // Block b works on its region grown by one word left and right and by L rows above and
 // below (its halo): ew = cw + 2 words by eh = ch + 2L rows, row-major, up to LV_NPER
 // words a thread. A thread keeps its words' four arc masks, visited set V and frontier
@@ -813,8 +813,9 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 // F(u+x) and F(u-x) are: eight shared loads and six funnel shifts a word (the
 // buffers then start a word later, so that the first word's upper left exists).
 // Wrong values can only come in from outside the grown region, one node a level (a
-// diagonal step too moves one node along each axis), so after L levels (L <= 31: the halo's width in rows and at most a
-// word's in columns) the region's own words are still exact (that covers the words
+// diagonal step too moves one node along each axis), so after L levels (L <= 31: the
+// halo's width in rows and at most a word's in columns) the region's own words are
+// still exact (that covers the words
 // a row's first and last words read across the row ends, and the rows above and
 // below the ext, ew words of slack each); a halo row d rows from
 // the region matters only up to level L - d of a phase, and is not computed after it.

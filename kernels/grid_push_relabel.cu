@@ -436,15 +436,12 @@ __device__ __forceinline__ void vc_corner_push(int* rc, vc_u64* ex, const int* h
                                                int tile_v, int nx, int ntx, IDX_T n) {
     const vc_u64 eu = ex[u], ev = ex[v];
     const int hu = h[u], hv = h[v];
-    IDX_T from = u, to = v;
-    int q = p, tile = tile_v;
-    vc_u64 e = eu;
-    if (eu > 0 && hu < VC_INF && hu == hv + 1) {
-    } else if (ev > 0 && hv < VC_INF && hv == hu + 1) {
-        from = v, to = u, q = p ^ 1, tile = tile_u, e = ev;
-    } else {
-        return;
-    }
+    const bool fwd = eu > 0 && hu < VC_INF && hu == hv + 1;  // u -> v admissible
+    const bool bwd = ev > 0 && hv < VC_INF && hv == hu + 1;  // v -> u (not both)
+    if (!fwd && !bwd) return;
+    const IDX_T from = fwd ? u : v, to = fwd ? v : u;
+    const int q = fwd ? p : p ^ 1, tile = fwd ? tile_v : tile_u;
+    const vc_u64 e = fwd ? eu : ev;
     const int r = rc[(IDX_T)q * n + from];
     if (r <= 0) return;
     const int d = e < (vc_u64)r ? (int)e : r;

@@ -83,9 +83,9 @@ _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
 # arcs only); 8-connected 2-D grids by the level BFS (below _BFS_LEVEL_DIAG_MAX_NODES)
 # and two push colours (_DIAG_CORNERS). Chosen on an H100 from the settings of
 # benchmarks/tune_grid_diagonal.py (benchmarks/NOTES_gpu_grid.md, diagonal rounds):
-# astronaut 8-connected 2 MP 9.9 ms (16.6 with the tile BFS and four colours), 0.3 MP
-# 3.0 ms, 4 MP 18.1 ms (32 x 32 tiles, 2 sweeps: 17.2); 128^3 volumes, 26-connected
-# 10.4 ms (18.1 with the first guess), 18-connected 6.0 ms (8.8)
+# astronaut 8-connected 2 MP 9.3 ms (16.6 with the tile BFS and four colours), 0.3 MP
+# 2.9 ms, 4 MP 16.7 ms; 128^3 volumes, 26-connected 10.4 ms (18.1 with the first
+# guess), 18-connected 6.0 ms (8.8)
 _DIAG_SCHEDULE = {
     8: {"tile": (32, 8, 1), "local_iters": 16, "sweeps_per_relabel": 3},
     18: {"tile": (8, 8, 8), "local_iters": 16, "sweeps_per_relabel": 2},
@@ -185,7 +185,7 @@ def _bytes_needed(n: int, k: int, host_inputs: bool) -> int:
         + 4  # excess, heights, residual sink capacity
         + 4  # distances of the last global relabel (incremental relabels)
         + 1  # labels
-        + 2  # bit masks of the 2-D BFS (6 bits a node, words padded per row) and
+        + 2  # bit masks of the 2-D BFS (K + 2 bits a node, words padded per row) and
         # the level BFS's publications (4 bits a node)
         + 12
     )  # temporaries of the final flow reduction
