@@ -295,7 +295,7 @@ extern "C" __global__ void stereo_accept(int* __restrict__ labels,
     if (i >= mn || !(*e_new < *e_cur)) return;
     const int d = stereo_proposal(labels, cut + (long long)layer * mn, i, alphas[layer],
                                   betas[layer], 1, swap);
-    labels[i] = d;  // (each thread reads and writes its own label only)
+    if (d != labels[i]) labels[i] = d;  // each thread reads and writes its own only
 }
 
 extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur,
