@@ -337,7 +337,81 @@ def test_swap_follows_the_full_grid_moves(
     lab, energy, cycles = _full_grid_swap(unary, model, w, conn, init, 6)
     np.testing.assert_array_equal(ours.labels, lab)
     assert ours.energy == energy
-    assert ours.stats["cycles"] == cycles
+    got = [(c["energy"], c["improving_moves"]) for c in ours.stats["cycles"]]
+    assert got == [(c["energy"], c["improving_moves"]) for c in cycles]
+    # the pairs skipped (no accepted move can have changed them) are cut there
+    for c, ref in zip(ours.stats["cycles"], cycles, strict=True):
+        assert c["cuts"] <= ref["cuts"] <= c["cuts"] + c["skipped_moves"]
+
+
+SKIP_CASES = [
+    ((16, 19), 4, "potts", 5),
+    ((14, 15), 8, ("truncated_linear", 2), 6),
+    ((13, 17), 4, "matrix", 5),
+    ((5, 6, 7), 6, ("truncated_quadratic", 4), 4),
+]
+
+
+@pytest.mark.parametrize("method", ["expansion", "swap"])
+@pytest.mark.parametrize(
+    ("grid", "conn", "model", "nl"),
+    SKIP_CASES,
+    ids=[f"{len(c[0])}d-{c[1]}-{i}" for i, c in enumerate(SKIP_CASES)],
+)
+def test_skipped_moves_change_nothing(monkeypatch, method, grid, conn, model, nl):
+    """A move no accepted move can have changed since it last ran is skipped: the
+    labels, energies and improving moves of every cycle are those of the loop that
+    cuts every move, and a run that ends by a cycle lowering nothing skips moves
+    in it (work counters)."""
+    from vision_cuts import multilabel
+    from vision_cuts.grid import connectivity_planes
+
+    rng = np.random.default_rng(len(grid) * 10 + conn + nl)
+    if model == "matrix":  # a random semi-metric that is no Potts model
+        model = rng.integers(1, 9, (nl, nl))
+        model = np.minimum(model + model.T, 12)
+        np.fill_diagonal(model, 0)
+        if method == "expansion":  # its shortest-path closure: a metric
+            for k in range(nl):
+                model = np.minimum(model, model[:, k : k + 1] + model[k])
+    if method == "expansion" and isinstance(model, tuple) and "quadratic" in model[0]:
+        model = ("truncated_linear", 3)  # expansion needs a metric
+    unary = rng.integers(0, 30, (*grid, nl))
+    D = connectivity_planes(conn, len(grid)) // 2
+    w = rng.integers(0, 5, (D, *grid))
+    kw = {"weights": w, "method": method, "connectivity": conn, "max_cycles": 12}
+    ours = minimize_labels(unary, model, backend="cpu", **kw)
+    monkeypatch.setattr(multilabel, "_may_change", lambda *a: True)
+    every = minimize_labels(unary, model, backend="cpu", **kw)
+    np.testing.assert_array_equal(ours.labels, every.labels)
+    assert ours.energy == every.energy
+    key = [(c["energy"], c["improving_moves"]) for c in every.stats["cycles"]]
+    assert [(c["energy"], c["improving_moves"]) for c in ours.stats["cycles"]] == key
+    assert all(c["skipped_moves"] == 0 for c in every.stats["cycles"])
+    for c, e in zip(ours.stats["cycles"], every.stats["cycles"], strict=True):
+        assert c["cuts"] <= e["cuts"] <= c["cuts"] + c["skipped_moves"]
+    last = ours.stats["cycles"][-1]
+    assert last["improving_moves"] == 0 and len(ours.stats["cycles"]) > 1
+    assert last["skipped_moves"] > 0
+    assert sum(c["cuts"] for c in ours.stats["cycles"]) < sum(
+        c["cuts"] for c in every.stats["cycles"]
+    )
+
+
+def test_a_move_of_other_labels_makes_a_swap_run_again():
+    """With a general semi-metric, a swap of c and d changes the terminal costs of
+    an (a, b) swap whose nodes neighbour the nodes that moved, unless V(a, .) and
+    V(b, .) see c and d alike: only then is (a, b) skipped."""
+    from vision_cuts.multilabel import _may_change
+
+    v = np.array([[0, 1, 2, 2], [1, 0, 3, 4], [2, 3, 0, 1], [2, 4, 1, 0]])
+    assert _may_change(v, 0, 1, [], None)  # never ran
+    assert not _may_change(v, 0, 1, [(0, 1)], 1)  # nothing since
+    assert _may_change(v, 0, 1, [(0, 1), (1, 2)], 1)  # b's nodes moved
+    assert _may_change(v, 0, 1, [(2, 3)], 0)  # V(1, 2) != V(1, 3)
+    assert not _may_change(np.where(np.eye(4) > 0, 0, 5), 0, 1, [(2, 3)], 0)  # Potts
+    assert _may_change(v, 2, None, [(1, None)], 0)  # expansion: any accepted move
+    assert not _may_change(v, 2, None, [(2, None)], 1)
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["whole", "ranges"])

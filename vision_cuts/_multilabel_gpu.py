@@ -141,7 +141,7 @@ def _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas) -> tuple:
         callback(*held[-1])
     ncuts = int(moves.groups.shape[0])  # a cycle's
     cycles = [
-        {"energy": int(e), "cuts": ncuts, "improving_moves": int(a)}
+        {"energy": int(e), "cuts": ncuts, "improving_moves": int(a), "skipped_moves": 0}
         for e, a in zip(stats["energies"][1:], stats["accepted"], strict=True)
     ]
     first, last = (int(e) for e in (stats["energies"][0], stats["energies"][-1]))

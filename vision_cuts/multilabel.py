@@ -673,6 +673,29 @@ class _CompactSwap:
         return self.labp.reshape(self.shape)[self.inner].reshape(self.grid).copy()
 
 
+def _may_change(v: np.ndarray, a: int, b: Any, accepted: list, since: Any) -> bool:
+    """Whether the move ``(a, b)`` (``b`` None: the expansion of ``a``) can lower the
+    energy, given the moves ``accepted[since:]`` accepted since it last ran (``since``
+    None: it never ran). A move's cut is optimal over its moves from the labelling it
+    starts from, and it leaves a labelling whose own moves of that kind are a subset
+    of them (expansion) or the same (swap), so run again on an unchanged graph it
+    finds nothing lower. An expansion's graph holds every node: any accepted move
+    changes it. A swap's graph holds the nodes labelled ``a`` or ``b`` and, in their
+    terminal costs, the labels of their neighbours as ``V(a, .)`` and ``V(b, .)`` see
+    them: a swap of ``c`` and ``d`` (neither ``a`` nor ``b``) leaves it unchanged where
+    ``V(a, c) == V(a, d)`` and ``V(b, c) == V(b, d)`` (Potts: always)."""
+    if since is None:
+        return True
+    if b is None:
+        return len(accepted) > since
+    for c, d in accepted[since:]:
+        if c == a or c == b or d == a or d == b:
+            return True
+        if v[a, c] != v[a, d] or v[b, c] != v[b, d]:
+            return True
+    return False
+
+
 def check_moves_per_cut(moves_per_cut: Any) -> None:
     """``moves_per_cut`` (of :func:`minimize_labels` and ``stereo_disparity``) must be
     an integer >= 1."""
@@ -750,10 +773,13 @@ def minimize_labels(
     LabelResult
         ``(labels, energy, stats)``; ``energy == label_energy(unary, labels, ...)``;
         ``stats``: ``method``, ``initial_energy``, ``cycles`` (per cycle the energy
-        after it, the cuts made and the moves that lowered the energy),
-        ``device_moves`` (whether the device loop ran) and ``moves_per_cut`` (the
-        moves of a cut in that loop, else 1). The device swap cuts every pair, the
-        CPU skips pairs whose labels no node has: its ``cuts`` may be lower.
+        after it, the cuts made, the moves that lowered the energy and the moves
+        skipped because no move accepted since they last ran can have changed their
+        graph: such a move would find nothing lower), ``device_moves`` (whether the
+        device loop ran) and ``moves_per_cut`` (the moves of a cut in that loop, else
+        1). The device loop cuts every move (``skipped_moves`` 0); elsewhere the
+        loop skips as above and cuts no pair whose labels no node has, so its
+        ``cuts`` may be lower for the same labels and energies.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -822,31 +848,47 @@ def minimize_labels(
         if method == "swap" and resolve_backend(backend, lab) == "cpu"
         else None
     )
+    accepted: list = []  # the moves that lowered the energy, in order
+    tried: dict = {}  # move -> len(accepted) when it last ran
     for cycle in range(max_cycles):
-        start, cuts, better = energy, 0, 0
+        start, cuts, better, skipped = energy, 0, 0, 0
         for i, (a, b) in enumerate(moves):
             if callback is not None and (cycle or i):
                 callback(cycle * len(moves) + i, total)
+            if not _may_change(v, a, b, accepted, tried.get((a, b))):
+                skipped += 1
+                continue
             if compact is not None:
                 e = compact.move(a, b, energy)
-                if e is None:
-                    continue
-                cuts += 1
-                if e < energy:
-                    energy, better = e, better + 1
+                if e is not None:
+                    cuts += 1
+                    if e < energy:
+                        energy, better = e, better + 1
+                        accepted.append((a, b))
+                tried[a, b] = len(accepted)  # its own change left out
                 continue
             if b is None:
                 zero, one = lab, np.full_like(lab, a)
             else:
                 inside = (lab == a) | (lab == b)
                 if not inside.any():
+                    tried[a, b] = len(accepted)
                     continue
                 zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
             proposal, e = _move(u, v, w, D, zero, one, planes, backend, b is None)
             cuts += 1
             if e < energy:
                 lab, energy, better = proposal, e, better + 1
-        cycles.append({"energy": energy, "cuts": cuts, "improving_moves": better})
+                accepted.append((a, b))
+            tried[a, b] = len(accepted)
+        cycles.append(
+            {
+                "energy": energy,
+                "cuts": cuts,
+                "improving_moves": better,
+                "skipped_moves": skipped,
+            }
+        )
         if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
             break
     if compact is not None:
