@@ -572,6 +572,23 @@ def maxflow_grid_cpu(
         steps,
         st,
     )
+    return solve_records(st, shape, k, flow0, threads, t0)
+
+
+def solve_records(
+    st: np.ndarray, shape: tuple, k: int, flow0: int, threads: int, t0: float
+) -> tuple[int, np.ndarray, dict]:
+    """:func:`maxflow_grid_cpu` from filled node records ``st`` (padded layout of
+    ``_padded_geometry(shape, k)``, ``k`` planes; ``flow0``: the flow already
+    cancelled at the terminals; ``t0``: when the build began, for the stats).
+    Returns ``(flow, labels, stats)``."""
+    from .grid import neighbour_offsets
+
+    labels = np.empty(shape, dtype=np.uint8)
+    npad, off, dims = _padded_geometry(shape, k)
+    steps = np.zeros((k, 3), dtype=np.int64)
+    steps[:, 3 - len(shape) :] = neighbour_offsets(len(shape), k)
+    nz, ny, nx = (1, *shape) if len(shape) == 2 else shape
     t1 = time.perf_counter()
     flow0 += _greedy(st, off, k, 0, npad)
     t_greedy = time.perf_counter()

@@ -18,13 +18,23 @@ cuts", IEEE TPAMI 23(11), 2001.
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numba as nb
 import numpy as np
 
 from ._backend import resolve_backend, to_numpy
-from ._maxflow_cpu import _bk, _greedy, _init_trees, default_threads
+from ._maxflow_cpu import (
+    _bk,
+    _greedy,
+    _index,
+    _init_trees,
+    _padded_geometry,
+    default_threads,
+    solve_records,
+)
 from ._validate import INT32_MAX
 from .exceptions import NonSubmodularError
 from .grid import GridEnergy, _arc_views, connectivity_planes, neighbour_offsets
@@ -263,7 +273,98 @@ def _move_graph(
     return const, bad, over
 
 
-def _move(u, v, w, D, zero, one, planes, backend, keep=False) -> tuple:
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def _move_records(
+    uT, v, w, zero, one, dims, steps, pdims, st, rows, r0, r1
+):  # pragma: no cover
+    """:func:`_move_graph` written straight into the CPU solver's node records ``st``
+    from the unary costs ``uT`` (L, n) (zeroed ``st``, padded layout ``pdims`` of
+    ``_maxflow_cpu._padded_geometry``, 2 D planes), for the rows [r0, r1) of the
+    grid (flat z ny + y): each node gathers its own terminal capacities from the
+    arcs it heads as well as those it tails, so that threads on other rows write
+    other records. Fills ``rows`` (rows, 4)
+    int64: a row's constant, its first edge with B + C - A - D < 0 (flat d n + p,
+    -1: none), an edge beyond int32 (0 / 1) and its first node beyond int32 (0, 1
+    source, 2 sink); :func:`_move_cut_cpu` sums them up."""
+    nz, ny, nx = dims[0], dims[1], dims[2]
+    n = nz * ny * nx
+    D = steps.shape[0]
+    K = 2 * D
+    S = K + 4
+    big = 2147483647
+    for r in range(r0, r1):
+        z = r // ny
+        y = r - z * ny
+        const = 0
+        bad = -1
+        eover = 0
+        tover = 0
+        for x in range(nx):
+            p = r * nx + x
+            zp = zero[p]
+            op = one[p]
+            src = np.int64(uT[op, p])  # cut when x = 1
+            snk = np.int64(uT[zp, p])  # cut when x = 0
+            b = _index(z, y, x, pdims) * S
+            for d in range(D):
+                dz, dy, dx = steps[d, 0], steps[d, 1], steps[d, 2]
+                zz, yy, xx = z + dz, y + dy, x + dx  # p tails the arc to q
+                if 0 <= zz < nz and 0 <= yy < ny and 0 <= xx < nx:
+                    wd = w[d, p]
+                    if wd != 0:
+                        q = (zz * ny + yy) * nx + xx
+                        zq = zero[q]
+                        oq = one[q]
+                        if zp == op and zq == oq:  # neither end can change
+                            const += wd * v[zp, zq]
+                        else:
+                            a = wd * v[zp, zq]
+                            bb = wd * v[zp, oq]
+                            c = wd * v[op, zq]
+                            e = wd * v[op, oq]
+                            const += a
+                            if c > a:
+                                src += c - a
+                            else:
+                                snk += a - c
+                                const += c - a
+                            lam = bb + c - a - e
+                            if lam < 0 and (bad < 0 or d * n + p < bad):
+                                bad = d * n + p
+                            if lam > big:
+                                eover = 1
+                            else:
+                                st[b + 2 * d] = lam
+                zz, yy, xx = z - dz, y - dy, x - dx  # p heads the arc from t
+                if 0 <= zz < nz and 0 <= yy < ny and 0 <= xx < nx:
+                    t = (zz * ny + yy) * nx + xx
+                    wd = w[d, t]
+                    if wd != 0:
+                        zt = zero[t]
+                        ot = one[t]
+                        if not (zt == ot and zp == op):
+                            c = wd * v[ot, zp]
+                            e = wd * v[ot, op]
+                            if e > c:
+                                src += e - c
+                            else:
+                                snk += c - e
+                                const += e - c
+            m = min(src, snk)
+            const += m
+            if tover == 0:
+                if src - m > big:
+                    tover = 1
+                elif snk - m > big:
+                    tover = 2
+            st[b + K] = src - snk if tover == 0 else 0
+        rows[r, 0] = const
+        rows[r, 1] = bad
+        rows[r, 2] = eover
+        rows[r, 3] = tover
+
+
+def _move(u, v, w, D, zero, one, planes, backend, keep=False, uT=None) -> tuple:
     """The best combination of two labellings: node p takes ``zero[p]`` or
     ``one[p]``; one exact cut. Returns (labels, energy).
 
@@ -277,17 +378,24 @@ def _move(u, v, w, D, zero, one, planes, backend, keep=False) -> tuple:
     truncated-linear expansion ended 5 cycles at 2190298 instead of 2193916
     (PyMaxflow's fastmin, which keeps ties too: 2190298)."""
     if keep and resolve_backend(backend, zero) == "cpu":
-        return _move_cut(u, v, w, D, one, zero, planes, backend)
-    return _move_cut(u, v, w, D, zero, one, planes, backend)
+        return _move_cut(u, v, w, D, one, zero, planes, backend, uT)
+    return _move_cut(u, v, w, D, zero, one, planes, backend, uT)
 
 
-def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
-    """``_move``'s cut: the sink side (x = 1) takes ``one``."""
+def _move_cut(u, v, w, D, zero, one, planes, backend, uT=None) -> tuple:
+    """``_move``'s cut: the sink side (x = 1) takes ``one``. On the CPU the move
+    graph is written straight into the solver's node records (:func:`_move_records`;
+    ``uT``: the unary costs as :func:`unary_by_label` gives them, made here when
+    None), elsewhere as a :class:`GridEnergy`."""
     grid = zero.shape
     n = zero.size
     dims = np.array((1,) * (3 - len(grid)) + grid, dtype=np.int64)
     steps = np.zeros((D, 3), dtype=np.int64)
     steps[:, 3 - len(grid) :] = neighbour_offsets(len(grid), planes)[::2]
+    if resolve_backend(backend, zero) == "cpu" and n:
+        if uT is None:
+            uT = unary_by_label(u)
+        return _move_cut_cpu(uT, v, w, D, zero, one, planes, dims, steps)
     src, snk = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     src32, snk32 = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     edges = np.zeros((planes, n), dtype=np.int32)
@@ -295,6 +403,18 @@ def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
         u.reshape(n, -1), v, w.reshape(D, n), zero.reshape(-1), one.reshape(-1),
         dims, steps, src, snk, edges, src32, snk32,
     )  # fmt: skip
+    _move_errors(bad, over, n, grid)
+    energy = GridEnergy._trusted(
+        src32.reshape(grid), snk32.reshape(grid), edges.reshape(planes, *grid),
+        int(const),
+    )  # fmt: skip
+    cut = maxflow_grid(energy, backend=backend)
+    take = to_numpy(cut.labels).astype(bool)
+    return np.where(take, one, zero), energy.constant + cut.flow
+
+
+def _move_errors(bad: int, over: int, n: int, grid: tuple) -> None:
+    """The errors of a move graph (see :func:`_move_graph`)."""
     if bad >= 0:  # cannot happen for a checked (semi-)metric; a guard, not a path
         d, p = divmod(int(bad), n)
         raise NonSubmodularError(
@@ -309,13 +429,49 @@ def _move_cut(u, v, w, D, zero, one, planes, backend) -> tuple:
             f"the {name} capacities of a move exceed int32 ({INT32_MAX}): reduce the "
             "costs or the weights"
         )
-    energy = GridEnergy._trusted(
-        src32.reshape(grid), snk32.reshape(grid), edges.reshape(planes, *grid),
-        int(const),
+
+
+#: the fewest nodes a thread of :func:`_move_cut_cpu`'s graph build
+_MIN_MOVE_ROWS_NODES = 1 << 15
+
+
+def unary_by_label(u: np.ndarray) -> np.ndarray:
+    """The unary costs ``(*grid, L)`` as ``(L, n)``, C order, int32 where they fit:
+    a move reads two labels' costs of every node, which are then two rows read
+    mostly in order instead of a cache line of every node's L costs."""
+    flat = u.reshape(-1, u.shape[-1])
+    fits = flat.size and -INT32_MAX <= int(flat.min()) and int(flat.max()) <= INT32_MAX
+    return np.ascontiguousarray(flat.T, dtype=np.int32 if fits else np.int64)
+
+
+def _move_cut_cpu(uT, v, w, D, zero, one, planes, dims, steps) -> tuple:
+    """:func:`_move_cut` on the CPU solver, its records filled by the move itself."""
+    t0 = time.perf_counter()
+    grid = zero.shape
+    n = zero.size
+    npad, _, pdims = _padded_geometry(grid, planes)
+    st = np.zeros(npad * (planes + 4), dtype=np.int32)
+    nrows = int(dims[0] * dims[1])
+    rows = np.empty((nrows, 4), dtype=np.int64)
+    args = (
+        uT, v, w.reshape(D, n), zero.reshape(-1), one.reshape(-1),
+        dims, steps, tuple(int(x) for x in pdims), st, rows,
     )  # fmt: skip
-    cut = maxflow_grid(energy, backend=backend)
-    take = to_numpy(cut.labels).astype(bool)
-    return np.where(take, one, zero), energy.constant + cut.flow
+    threads = default_threads()
+    parts = min(threads, max(1, n // _MIN_MOVE_ROWS_NODES), nrows)
+    cuts = [nrows * i // parts for i in range(parts + 1)]
+    if parts > 1:  # the numba functions release the GIL
+        with ThreadPoolExecutor(parts) as pool:
+            list(pool.map(lambda i: _move_records(*args, cuts[i], cuts[i + 1]),
+                          range(parts)))  # fmt: skip
+    else:
+        _move_records(*args, 0, nrows)
+    bad = rows[:, 1][rows[:, 1] >= 0]
+    over = 3 if rows[:, 2].any() else int(rows[np.argmax(rows[:, 3] > 0), 3])
+    _move_errors(int(bad.min()) if bad.size else -1, over, n, grid)
+    const = int(rows[:, 0].sum())
+    flow, labels, _ = solve_records(st, grid, planes, 0, threads, t0)
+    return np.where(labels.astype(bool), one, zero), const + int(flow)
 
 
 # ---- alpha-beta swap on the CPU: each move's graph over its own nodes only -----------
@@ -848,6 +1004,11 @@ def minimize_labels(
         if method == "swap" and resolve_backend(backend, lab) == "cpu"
         else None
     )
+    uT = (  # the CPU moves' unary costs, by label
+        unary_by_label(u)
+        if compact is None and resolve_backend(backend, lab) == "cpu"
+        else None
+    )
     accepted: list = []  # the moves that lowered the energy, in order
     tried: dict = {}  # move -> len(accepted) when it last ran
     for cycle in range(max_cycles):
@@ -875,7 +1036,7 @@ def minimize_labels(
                     tried[a, b] = len(accepted)
                     continue
                 zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
-            proposal, e = _move(u, v, w, D, zero, one, planes, backend, b is None)
+            proposal, e = _move(u, v, w, D, zero, one, planes, backend, b is None, uT)
             cuts += 1
             if e < energy:
                 lab, energy, better = proposal, e, better + 1
