@@ -163,6 +163,37 @@ def test_expansion_follows_pymaxflow_cycle_by_cycle(shape, model):
         assert ours.energy == label_energy(unary, theirs, v), (cycles, model)
 
 
+@pytest.mark.parametrize(
+    ("shape", "conn"), [((21, 17), 4), ((19, 23), 8), ((6, 7, 9), 26), ((1, 40), 4)]
+)
+def test_move_graph_built_by_row_ranges(monkeypatch, shape, conn):
+    """The CPU move graph written into the solver's records by several threads, a
+    range of rows each (here a row a range and up), is the one written by one:
+    the same labels and energies cycle for cycle, equal to PyMaxflow's fastmin in
+    2-D."""
+    from vision_cuts import multilabel
+
+    rng = np.random.default_rng(len(shape) + conn)
+    labels = 5
+    unary = rng.integers(0, 15, (*shape, labels))
+    v = pairwise_matrix(("truncated_linear", 2), labels) * 3
+    kw = {"method": "expansion", "connectivity": conn, "backend": "cpu"}
+    one = minimize_labels(unary, v, max_cycles=6, **kw)
+    monkeypatch.setattr(multilabel, "_MIN_MOVE_ROWS_NODES", 1)
+    monkeypatch.setattr(multilabel, "default_threads", lambda: 3)
+    split = minimize_labels(unary, v, max_cycles=6, **kw)
+    np.testing.assert_array_equal(split.labels, one.labels)
+    assert split.stats["cycles"] == one.stats["cycles"]
+    assert split.energy == label_energy(unary, split.labels, v, connectivity=conn)
+    fastmin = pytest.importorskip("maxflow.fastmin")
+    if conn == 4:
+        theirs = fastmin.aexpansion_grid(
+            unary.astype(np.float64), v.astype(np.float64), max_cycles=6,
+            labels=np.argmin(unary, axis=-1),
+        )  # fmt: skip
+        assert split.energy == label_energy(unary, theirs, v)
+
+
 def test_progress_and_tolerance():
     rng = np.random.default_rng(5)
     unary = rng.integers(0, 30, (16, 18, 6))
