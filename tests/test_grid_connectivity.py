@@ -109,6 +109,27 @@ def test_strips_are_exact(rng, shape, planes):
     np.testing.assert_array_equal(one[1], two[1])
 
 
+@pytest.mark.parametrize(
+    ("shape", "planes", "threads"),
+    [((120, 90), 4, 3), ((120, 90), 8, 2), ((130, 70), 8, 5), ((30, 24, 22), 26, 7)],
+)
+def test_strips_join_by_levels(monkeypatch, rng, shape, planes, threads):
+    # many strips (odd counts too): neighbouring groups are joined in pairs, level
+    # by level, side by side; the flow and the labels are the one-strip solve's
+    from vision_cuts import _maxflow_cpu as cpu
+
+    monkeypatch.setattr(cpu, "_MIN_NODES_PER_STRIP", 256)
+    src, snk, e = random_planes(rng, shape, planes, high=40)
+    g = grid_graph(src, snk, e)
+    one = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges, threads=1)
+    many = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges, threads=threads)
+    strips = many[2]["strips"]
+    assert strips >= 3
+    assert many[2]["merge_levels"] == int(np.ceil(np.log2(strips)))
+    assert one[0] == many[0] == scipy_maxflow(src, snk, e)
+    np.testing.assert_array_equal(one[1], many[1])
+
+
 def test_border_arcs_are_ignored(rng):
     # entries of arcs that leave the grid (diagonal ones at every border) count
     # for nothing, whatever they hold
