@@ -275,17 +275,18 @@ def _move_graph(
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
 def _move_records(
-    uT, v, w, zero, one, dims, steps, pdims, st, rows, r0, r1
+    czero, cone, v, w, zero, one, dims, steps, pdims, st, rows, r0, r1
 ):  # pragma: no cover
     """:func:`_move_graph` written straight into the CPU solver's node records ``st``
-    from the unary costs ``uT`` (L, n) (zeroed ``st``, padded layout ``pdims`` of
-    ``_maxflow_cpu._padded_geometry``, 2 D planes), for the rows [r0, r1) of the
-    grid (flat z ny + y): each node gathers its own terminal capacities from the
-    arcs it heads as well as those it tails, so that threads on other rows write
-    other records. Fills ``rows`` (rows, 4)
-    int64: a row's constant, its first edge with B + C - A - D < 0 (flat d n + p,
-    -1: none), an edge beyond int32 (0 / 1) and its first node beyond int32 (0, 1
-    source, 2 sink); :func:`_move_cut_cpu` sums them up."""
+    (zeroed; padded layout ``pdims`` of ``_maxflow_cpu._padded_geometry``, 2 D
+    planes) from every node's unary cost of ``zero`` and of ``one`` (``czero``,
+    ``cone``: read in order instead of gathered from an (n, L) table), for the rows
+    [r0, r1) of the grid (flat z ny + y): each node gathers its own terminal
+    capacities from the arcs it heads as well as those it tails, so that threads on
+    other rows write other records. Fills ``rows`` (rows, 4) int64: a row's
+    constant, its first edge with B + C - A - D < 0 (flat d n + p, -1: none), an
+    edge beyond int32 (0 / 1) and its first node beyond int32 (0, 1 source, 2
+    sink); :func:`_move_cut_cpu` sums them up."""
     nz, ny, nx = dims[0], dims[1], dims[2]
     n = nz * ny * nx
     D = steps.shape[0]
@@ -303,53 +304,42 @@ def _move_records(
             p = r * nx + x
             zp = zero[p]
             op = one[p]
-            src = np.int64(uT[op, p])  # cut when x = 1
-            snk = np.int64(uT[zp, p])  # cut when x = 0
+            src = np.int64(cone[p])  # cut when x = 1
+            snk = np.int64(czero[p])  # cut when x = 0
             b = _index(z, y, x, pdims) * S
             for d in range(D):
                 dz, dy, dx = steps[d, 0], steps[d, 1], steps[d, 2]
                 zz, yy, xx = z + dz, y + dy, x + dx  # p tails the arc to q
+                # branch-free: labels change from node to node, so the tests of
+                # the general construction would mispredict (where neither end can
+                # change, or w = 0, the terms below are the constant alone)
                 if 0 <= zz < nz and 0 <= yy < ny and 0 <= xx < nx:
                     wd = w[d, p]
-                    if wd != 0:
-                        q = (zz * ny + yy) * nx + xx
-                        zq = zero[q]
-                        oq = one[q]
-                        if zp == op and zq == oq:  # neither end can change
-                            const += wd * v[zp, zq]
-                        else:
-                            a = wd * v[zp, zq]
-                            bb = wd * v[zp, oq]
-                            c = wd * v[op, zq]
-                            e = wd * v[op, oq]
-                            const += a
-                            if c > a:
-                                src += c - a
-                            else:
-                                snk += a - c
-                                const += c - a
-                            lam = bb + c - a - e
-                            if lam < 0 and (bad < 0 or d * n + p < bad):
-                                bad = d * n + p
-                            if lam > big:
-                                eover = 1
-                            else:
-                                st[b + 2 * d] = lam
+                    q = (zz * ny + yy) * nx + xx
+                    zq = zero[q]
+                    oq = one[q]
+                    a = wd * v[zp, zq]
+                    c = wd * v[op, zq]
+                    lam = wd * v[zp, oq] + c - a - wd * v[op, oq]
+                    const += a + min(c - a, 0)
+                    src += max(c - a, 0)
+                    snk += max(a - c, 0)
+                    if lam < 0 and (bad < 0 or d * n + p < bad):
+                        bad = d * n + p
+                    if lam > big:
+                        eover = 1
+                    else:
+                        st[b + 2 * d] = lam
                 zz, yy, xx = z - dz, y - dy, x - dx  # p heads the arc from t
                 if 0 <= zz < nz and 0 <= yy < ny and 0 <= xx < nx:
                     t = (zz * ny + yy) * nx + xx
                     wd = w[d, t]
-                    if wd != 0:
-                        zt = zero[t]
-                        ot = one[t]
-                        if not (zt == ot and zp == op):
-                            c = wd * v[ot, zp]
-                            e = wd * v[ot, op]
-                            if e > c:
-                                src += e - c
-                            else:
-                                snk += c - e
-                                const += e - c
+                    ot = one[t]
+                    c = wd * v[ot, zp]
+                    e = wd * v[ot, op]
+                    const += min(e - c, 0)
+                    src += max(e - c, 0)
+                    snk += max(c - e, 0)
             m = min(src, snk)
             const += m
             if tover == 0:
@@ -364,7 +354,7 @@ def _move_records(
         rows[r, 3] = tover
 
 
-def _move(u, v, w, D, zero, one, planes, backend, keep=False, uT=None) -> tuple:
+def _move(u, v, w, D, zero, one, planes, backend, keep=False, costs=None) -> tuple:
     """The best combination of two labellings: node p takes ``zero[p]`` or
     ``one[p]``; one exact cut. Returns (labels, energy).
 
@@ -378,24 +368,29 @@ def _move(u, v, w, D, zero, one, planes, backend, keep=False, uT=None) -> tuple:
     truncated-linear expansion ended 5 cycles at 2190298 instead of 2193916
     (PyMaxflow's fastmin, which keeps ties too: 2190298)."""
     if keep and resolve_backend(backend, zero) == "cpu":
-        return _move_cut(u, v, w, D, one, zero, planes, backend, uT)
-    return _move_cut(u, v, w, D, zero, one, planes, backend, uT)
+        swapped = None if costs is None else costs[::-1]
+        return _move_cut(u, v, w, D, one, zero, planes, backend, swapped)
+    return _move_cut(u, v, w, D, zero, one, planes, backend, costs)
 
 
-def _move_cut(u, v, w, D, zero, one, planes, backend, uT=None) -> tuple:
+def _move_cut(u, v, w, D, zero, one, planes, backend, costs=None) -> tuple:
     """``_move``'s cut: the sink side (x = 1) takes ``one``. On the CPU the move
     graph is written straight into the solver's node records (:func:`_move_records`;
-    ``uT``: the unary costs as :func:`unary_by_label` gives them, made here when
-    None), elsewhere as a :class:`GridEnergy`."""
+    ``costs``: every node's unary cost of ``zero`` and of ``one``, flat, gathered
+    here when None), elsewhere as a :class:`GridEnergy`."""
     grid = zero.shape
     n = zero.size
     dims = np.array((1,) * (3 - len(grid)) + grid, dtype=np.int64)
     steps = np.zeros((D, 3), dtype=np.int64)
     steps[:, 3 - len(grid) :] = neighbour_offsets(len(grid), planes)[::2]
     if resolve_backend(backend, zero) == "cpu" and n:
-        if uT is None:
-            uT = unary_by_label(u)
-        return _move_cut_cpu(uT, v, w, D, zero, one, planes, dims, steps)
+        if costs is None:
+            flat = u.reshape(n, -1)
+            costs = tuple(
+                np.take_along_axis(flat, lab.reshape(-1, 1), axis=1).reshape(-1)
+                for lab in (zero, one)
+            )
+        return _move_cut_cpu(costs, v, w, D, zero, one, planes, dims, steps)
     src, snk = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     src32, snk32 = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     edges = np.zeros((planes, n), dtype=np.int32)
@@ -435,16 +430,7 @@ def _move_errors(bad: int, over: int, n: int, grid: tuple) -> None:
 _MIN_MOVE_ROWS_NODES = 1 << 15
 
 
-def unary_by_label(u: np.ndarray) -> np.ndarray:
-    """The unary costs ``(*grid, L)`` as ``(L, n)``, C order, int32 where they fit:
-    a move reads two labels' costs of every node, which are then two rows read
-    mostly in order instead of a cache line of every node's L costs."""
-    flat = u.reshape(-1, u.shape[-1])
-    fits = flat.size and -INT32_MAX <= int(flat.min()) and int(flat.max()) <= INT32_MAX
-    return np.ascontiguousarray(flat.T, dtype=np.int32 if fits else np.int64)
-
-
-def _move_cut_cpu(uT, v, w, D, zero, one, planes, dims, steps) -> tuple:
+def _move_cut_cpu(costs, v, w, D, zero, one, planes, dims, steps) -> tuple:
     """:func:`_move_cut` on the CPU solver, its records filled by the move itself."""
     t0 = time.perf_counter()
     grid = zero.shape
@@ -454,7 +440,7 @@ def _move_cut_cpu(uT, v, w, D, zero, one, planes, dims, steps) -> tuple:
     nrows = int(dims[0] * dims[1])
     rows = np.empty((nrows, 4), dtype=np.int64)
     args = (
-        uT, v, w.reshape(D, n), zero.reshape(-1), one.reshape(-1),
+        *costs, v, w.reshape(D, n), zero.reshape(-1), one.reshape(-1),
         dims, steps, tuple(int(x) for x in pdims), st, rows,
     )  # fmt: skip
     threads = default_threads()
@@ -1004,9 +990,11 @@ def minimize_labels(
         if method == "swap" and resolve_backend(backend, lab) == "cpu"
         else None
     )
-    uT = (  # the CPU moves' unary costs, by label
-        unary_by_label(u)
-        if compact is None and resolve_backend(backend, lab) == "cpu"
+    # the CPU expansion: every node's unary cost at its label, kept up to date, and
+    # the column of the label a move proposes, both read in order by the move
+    ucur = (
+        np.take_along_axis(u, lab[..., None], axis=-1).reshape(-1)
+        if method == "expansion" and resolve_backend(backend, lab) == "cpu"
         else None
     )
     accepted: list = []  # the moves that lowered the energy, in order
@@ -1028,17 +1016,24 @@ def minimize_labels(
                         accepted.append((a, b))
                 tried[a, b] = len(accepted)  # its own change left out
                 continue
+            costs = None
             if b is None:
                 zero, one = lab, np.full_like(lab, a)
+                if ucur is not None:
+                    costs = (ucur, np.ascontiguousarray(u[..., a]).reshape(-1))
             else:
                 inside = (lab == a) | (lab == b)
                 if not inside.any():
                     tried[a, b] = len(accepted)
                     continue
                 zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
-            proposal, e = _move(u, v, w, D, zero, one, planes, backend, b is None, uT)
+            proposal, e = _move(
+                u, v, w, D, zero, one, planes, backend, b is None, costs
+            )
             cuts += 1
             if e < energy:
+                if costs is not None:  # the moved nodes now pay alpha's cost
+                    ucur = np.where(proposal.reshape(-1) == a, costs[1], ucur)
                 lab, energy, better = proposal, e, better + 1
                 accepted.append((a, b))
             tried[a, b] = len(accepted)
