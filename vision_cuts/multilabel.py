@@ -278,15 +278,16 @@ def _move_records(
     czero, cone, v, w, zero, one, dims, steps, pdims, st, rows, r0, r1
 ):  # pragma: no cover
     """:func:`_move_graph` written straight into the CPU solver's node records ``st``
-    (zeroed; padded layout ``pdims`` of ``_maxflow_cpu._padded_geometry``, 2 D
-    planes) from every node's unary cost of ``zero`` and of ``one`` (``czero``,
-    ``cone``: read in order instead of gathered from an (n, L) table), for the rows
-    [r0, r1) of the grid (flat z ny + y): each node gathers its own terminal
-    capacities from the arcs it heads as well as those it tails, so that threads on
-    other rows write other records. Fills ``rows`` (rows, 4) int64: a row's
-    constant, its first edge with B + C - A - D < 0 (flat d n + p, -1: none), an
-    edge beyond int32 (0 / 1) and its first node beyond int32 (0, 1 source, 2
-    sink); :func:`_move_cut_cpu` sums them up."""
+    (every field of the real nodes, the dead ones left zero; padded layout
+    ``pdims`` of ``_maxflow_cpu._padded_geometry``, 2 D planes) from every node's
+    unary cost of ``zero`` and of ``one`` (``czero``, ``cone``: read in order
+    instead of gathered from an (n, L) table), for the rows [r0, r1) of the grid
+    (flat z ny + y): each node gathers its own terminal capacities from the arcs it
+    heads as well as those it tails, so that threads on other rows write other
+    records. Fills ``rows`` (rows, 4) int64: a row's constant, its first edge with
+    B + C - A - D < 0 (flat d n + p, -1: none), an edge beyond int32 (0 / 1) and
+    its first node beyond int32 (0, 1 source, 2 sink); :func:`_move_cut_cpu` sums
+    them up."""
     nz, ny, nx = dims[0], dims[1], dims[2]
     n = nz * ny * nx
     D = steps.shape[0]
@@ -307,6 +308,8 @@ def _move_records(
             src = np.int64(cone[p])  # cut when x = 1
             snk = np.int64(czero[p])  # cut when x = 0
             b = _index(z, y, x, pdims) * S
+            for k in range(S):  # every field (the buffer may hold the last move)
+                st[b + k] = 0
             for d in range(D):
                 dz, dy, dx = steps[d, 0], steps[d, 1], steps[d, 2]
                 zz, yy, xx = z + dz, y + dy, x + dx  # p tails the arc to q
@@ -354,7 +357,9 @@ def _move_records(
         rows[r, 3] = tover
 
 
-def _move(u, v, w, D, zero, one, planes, backend, keep=False, costs=None) -> tuple:
+def _move(
+    u, v, w, D, zero, one, planes, backend, keep=False, costs=None, work=None
+) -> tuple:
     """The best combination of two labellings: node p takes ``zero[p]`` or
     ``one[p]``; one exact cut. Returns (labels, energy).
 
@@ -369,15 +374,16 @@ def _move(u, v, w, D, zero, one, planes, backend, keep=False, costs=None) -> tup
     (PyMaxflow's fastmin, which keeps ties too: 2190298)."""
     if keep and resolve_backend(backend, zero) == "cpu":
         swapped = None if costs is None else costs[::-1]
-        return _move_cut(u, v, w, D, one, zero, planes, backend, swapped)
-    return _move_cut(u, v, w, D, zero, one, planes, backend, costs)
+        return _move_cut(u, v, w, D, one, zero, planes, backend, swapped, work)
+    return _move_cut(u, v, w, D, zero, one, planes, backend, costs, work)
 
 
-def _move_cut(u, v, w, D, zero, one, planes, backend, costs=None) -> tuple:
+def _move_cut(u, v, w, D, zero, one, planes, backend, costs=None, work=None) -> tuple:
     """``_move``'s cut: the sink side (x = 1) takes ``one``. On the CPU the move
     graph is written straight into the solver's node records (:func:`_move_records`;
     ``costs``: every node's unary cost of ``zero`` and of ``one``, flat, gathered
-    here when None), elsewhere as a :class:`GridEnergy`."""
+    here when None; ``work``: a dict that keeps the records between moves of one
+    grid), elsewhere as a :class:`GridEnergy`."""
     grid = zero.shape
     n = zero.size
     dims = np.array((1,) * (3 - len(grid)) + grid, dtype=np.int64)
@@ -390,7 +396,7 @@ def _move_cut(u, v, w, D, zero, one, planes, backend, costs=None) -> tuple:
                 np.take_along_axis(flat, lab.reshape(-1, 1), axis=1).reshape(-1)
                 for lab in (zero, one)
             )
-        return _move_cut_cpu(costs, v, w, D, zero, one, planes, dims, steps)
+        return _move_cut_cpu(costs, v, w, D, zero, one, planes, dims, steps, work)
     src, snk = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     src32, snk32 = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     edges = np.zeros((planes, n), dtype=np.int32)
@@ -430,13 +436,20 @@ def _move_errors(bad: int, over: int, n: int, grid: tuple) -> None:
 _MIN_MOVE_ROWS_NODES = 1 << 15
 
 
-def _move_cut_cpu(costs, v, w, D, zero, one, planes, dims, steps) -> tuple:
-    """:func:`_move_cut` on the CPU solver, its records filled by the move itself."""
+def _move_cut_cpu(costs, v, w, D, zero, one, planes, dims, steps, work=None) -> tuple:
+    """:func:`_move_cut` on the CPU solver, its records filled by the move itself
+    (kept in ``work["records"]`` for the next move where ``work`` is a dict: the
+    move rewrites every field of the real nodes, and nothing writes the dead ones)."""
     t0 = time.perf_counter()
     grid = zero.shape
     n = zero.size
     npad, _, pdims = _padded_geometry(grid, planes)
-    st = np.zeros(npad * (planes + 4), dtype=np.int32)
+    size = npad * (planes + 4)
+    st = None if work is None else work.get("records")
+    if st is None or st.size != size:
+        st = np.zeros(size, dtype=np.int32)
+        if work is not None:
+            work["records"] = st
     nrows = int(dims[0] * dims[1])
     rows = np.empty((nrows, 4), dtype=np.int64)
     args = (
@@ -992,11 +1005,13 @@ def minimize_labels(
     )
     # the CPU expansion: every node's unary cost at its label, kept up to date, and
     # the column of the label a move proposes, both read in order by the move
-    ucur = (
-        np.take_along_axis(u, lab[..., None], axis=-1).reshape(-1)
-        if method == "expansion" and resolve_backend(backend, lab) == "cpu"
-        else None
-    )
+    ucur = uT = None
+    work: dict = {}
+    if method == "expansion" and resolve_backend(backend, lab) == "cpu":
+        ucur = np.take_along_axis(u, lab[..., None], axis=-1).reshape(-1)
+        flat = u.reshape(-1, nlabels)
+        small = flat.size and max(-int(flat.min()), int(flat.max())) <= INT32_MAX
+        uT = np.ascontiguousarray(flat.T, dtype=np.int32 if small else np.int64)
     accepted: list = []  # the moves that lowered the energy, in order
     tried: dict = {}  # move -> len(accepted) when it last ran
     for cycle in range(max_cycles):
@@ -1020,7 +1035,7 @@ def minimize_labels(
             if b is None:
                 zero, one = lab, np.full_like(lab, a)
                 if ucur is not None:
-                    costs = (ucur, np.ascontiguousarray(u[..., a]).reshape(-1))
+                    costs = (ucur, uT[a])
             else:
                 inside = (lab == a) | (lab == b)
                 if not inside.any():
@@ -1028,7 +1043,7 @@ def minimize_labels(
                     continue
                 zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
             proposal, e = _move(
-                u, v, w, D, zero, one, planes, backend, b is None, costs
+                u, v, w, D, zero, one, planes, backend, b is None, costs, work
             )
             cuts += 1
             if e < energy:
