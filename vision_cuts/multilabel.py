@@ -273,6 +273,20 @@ def _move_graph(
     return const, bad, over
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _cancel(s, t, over):  # pragma: no cover
+    """The part ``min(s, t)`` that a node's source and sink capacities cancel, and
+    ``over``, or where it is 0 the first of them left beyond int32 (1 source, 2
+    sink)."""
+    m = min(s, t)
+    if over == 0:
+        if s - m > 2147483647:
+            over = 1
+        elif t - m > 2147483647:
+            over = 2
+    return m, over
+
+
 @nb.njit(cache=True, nogil=True, error_model="numpy")
 def _move_records(
     czero, cone, v, w, zero, one, dims, steps, pdims, st, rows, r0, r1
@@ -343,13 +357,8 @@ def _move_records(
                     const += min(e - c, 0)
                     src += max(e - c, 0)
                     snk += max(c - e, 0)
-            m = min(src, snk)
+            m, tover = _cancel(src, snk, tover)
             const += m
-            if tover == 0:
-                if src - m > big:
-                    tover = 1
-                elif snk - m > big:
-                    tover = 2
             st[b + K] = src - snk if tover == 0 else 0
         rows[r, 0] = const
         rows[r, 1] = bad
@@ -601,13 +610,8 @@ def _swap_part(
             s += 0 if inp else cb
             t += wd * vba if inp else ca
             ecur += 0 if inp else (ca if isa else cb)
-        mn = min(s, t)
+        mn, over_node = _cancel(s, t, over_node)
         const += mn
-        if over_node == 0:
-            if s - mn > big:
-                over_node = 1
-            elif t - mn > big:
-                over_node = 2
         st[base + K] = s - t
         st[base + K + 1] = 0
         st[base + K + 2] = 0
