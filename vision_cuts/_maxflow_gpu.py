@@ -56,6 +56,7 @@ JACM 35(4), 1988.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import os
 import threading
@@ -380,31 +381,47 @@ class _Solver:
         self.cp = cupy
         self.shape = shape
         self.ndim = len(shape)
-        self.k = k = 2 * self.ndim if k is None else int(k)
-        self.diag = k > 2 * self.ndim  # diagonal arcs (see _DIAG_SCHEDULE)
-        self.n = n = int(np.prod(shape))
-        nz, ny, nx = (1, *shape) if self.ndim == 2 else shape
+        self.k = 2 * self.ndim if k is None else int(k)
+        self.diag = self.k > 2 * self.ndim  # diagonal arcs (see _DIAG_SCHEDULE)
+        self.n = int(np.prod(shape))
+        self.tile = tile
+        self._tiling(tile, bfs_tile)
+        bfs_defines = self._kernels(tile, bfs_tile)
+        self._level_bfs(bfs_defines)
+        self._buffers()
+        self._launch_sizes()
+
+    def _tiling(self, tile: tuple, bfs_tile: tuple) -> None:
+        """Tile counts of the push (``tile``) and of the global relabel
+        (``bfs_tile``), and the index type."""
+        nz, ny, nx = (1, *self.shape) if self.ndim == 2 else self.shape
+        self.nxyz = (nx, ny, nz)
         tx, ty, tz = tile
         self.ntx, self.nty, self.ntz = -(-nx // tx), -(-ny // ty), -(-nz // tz)
         self.ntiles = self.ntx * self.nty * self.ntz
         self.nt = tx * ty * tz
-        # the global relabel has tiles of its own (bfs_tile)
         bx, by, bz = bfs_tile
         self.bntx, self.bnty, self.bntz = -(-nx // bx), -(-ny // by), -(-nz // bz)
         self.bntiles = self.bntx * self.bnty * self.bntz
         self.bnt = bx * by * bz
-        big = self.k * n > _INT32_MAX
-        self.idx = np.int64 if big else np.int32
-        small = self.ndim == 2 and n < _SMALL_2D
+        self.big = self.k * self.n > _INT32_MAX
+        self.idx = np.int64 if self.big else np.int32
         # 8-connected: two colours and the corner pushes (see _DIAG_CORNERS)
         self.corners = _DIAG_CORNERS and self.diag and self.ndim == 2
+
+    def _kernels(self, tile: tuple, bfs_tile: tuple) -> dict:
+        """Compile (or fetch) both modules for this geometry and take their
+        kernels; returns the BFS module's defines."""
+        tx, ty, tz = tile
+        bx, by, bz = bfs_tile
+        small = self.ndim == 2 and self.n < _SMALL_2D
         defines = {
             "NDIM": self.ndim,
-            "VC_PLANES": k,
+            "VC_PLANES": self.k,
             "TILE_X": tx,
             "TILE_Y": ty,
             "TILE_Z": tz,
-            "IDX_T": "long long" if big else "int",
+            "IDX_T": "long long" if self.big else "int",
             "VC_INF": hex(_INF),
             "PR_CORNERS": int(self.corners),
             # two resident 1024-thread push blocks per SM beat one with more
@@ -445,12 +462,20 @@ class _Solver:
         self.bfs_threads = 32 * _BFS_WARPS if self.bfs_warp else self.bnt
         self.k_wmask = get_kernel(bfs, "gbfs_wmask")
         self.k_level = get_kernel(bfs, "gbfs_level")
+        self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
+        self.k_seed = get_kernel(bfs, "gbfs_seed")
+        self.k_inval = get_kernel(bfs, "gbfs_invalidate")
+        return bfs_defines
+
+    def _level_bfs(self, bfs_defines: dict) -> None:
+        """2-D: the level-synchronous BFS for the full global relabels
+        (``self.level``, None where it is not used), where its regions fit the
+        resident blocks, and whether the push kernel keeps its bit masks."""
+        nx, ny, _ = self.nxyz
         self.wnx = -(-nx // 32)  # row words of the bit masks
-        # 2-D: the level-synchronous BFS for the full global relabels, where its
-        # regions fit the resident blocks
         self.level = None
         below = _BFS_LEVEL_DIAG_MAX_NODES if self.diag else _BFS_LEVEL_MAX_NODES
-        if _BFS_LEVEL and self.ndim == 2 and n < below:
+        if _BFS_LEVEL and self.ndim == 2 and self.n < below:
             levels = int(_BFS_LEVEL_L)
             if not 1 <= levels <= 31:
                 raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
@@ -469,12 +494,12 @@ class _Solver:
         # is a row word; VC_MASKS of grid_push_relabel.cu), so gbfs_wmask runs only
         # for the first relabel of a solve (and after path walks), and the level BFS
         # counts the active nodes itself (the excess plane)
-        self.track = _TRACK_MASKS and self.level is not None and tx == 32
+        self.track = _TRACK_MASKS and self.level is not None and self.tile[0] == 32
         self.fresh = False  # the masks are those of the present residual graph
-        self.k_bfs_fused = get_kernel(bfs, "gbfs_fused")
-        self.k_seed = get_kernel(bfs, "gbfs_seed")
-        self.k_inval = get_kernel(bfs, "gbfs_invalidate")
 
+    def _buffers(self) -> None:
+        """The device arrays of a solve and the pinned ring of active counts."""
+        cupy, n = self.cp, self.n
         self.key = None
         self.graphs: dict = {}  # (sweeps, local iters) -> captured CUDA graph or None
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -496,6 +521,7 @@ class _Solver:
         self.pstats = cupy.zeros(8, dtype=cupy.int32)  # PR_STATS counters (profiling)
         # gbfs_warp, gbfs_level: residual and sink arcs as bits, a word per 32 nodes
         # of a row
+        ny = self.nxyz[1]
         self.nwords = ny * self.wnx if self.bfs_warp or self.level else 0
         self.mask = cupy.empty((self.k + 2) * self.nwords, dtype=cupy.uint32)
         self.nwm = np.int32(self.nwords if self.track else 0)  # the push kernel's
@@ -503,10 +529,14 @@ class _Solver:
         self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
         self.lctrl = cupy.zeros(8, dtype=cupy.int32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
-        self.bad = cupy.empty(3 + k // 2, dtype=cupy.int64)  # gpr_validate
+        self.bad = cupy.empty(3 + self.k // 2, dtype=cupy.int64)  # gpr_validate
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
-        self.dims = (np.int32(nx), np.int32(ny), np.int32(nz))
+
+    def _launch_sizes(self) -> None:
+        """Kernel arguments of the geometry and the grid sizes of the launches."""
+        n = self.n
+        self.dims = tuple(np.int32(v) for v in self.nxyz)
         self.tdims = (np.int32(self.ntx), np.int32(self.nty), np.int32(self.ntz))
         self.btdims = (np.int32(self.bntx), np.int32(self.bnty), np.int32(self.bntz))
         self.init_grid = (max(1, min(-(-n // _INIT_BLOCK), 65535)),)
@@ -518,10 +548,9 @@ class _Solver:
             self.bntiles, _resident_blocks(self.k_bfs_fused, self.bnt)
         )
         self.inval_blocks = min(self.bntiles, _resident_blocks(self.k_inval, self.bnt))
-        self.tile = tile
         # push tiles as the BFS launch counts them (BFS_COUNT): counts and log2 sides
         self.ptdims = self.tdims + tuple(
-            np.int32(int(v).bit_length() - 1) for v in tile
+            np.int32(int(v).bit_length() - 1) for v in self.tile
         )
         # tiles of one colour (vc_colour_slots): two colours, or 2**ndim with diagonals
         # (but for the corner pushes)
@@ -662,7 +691,28 @@ class _Solver:
         BFS and the walks (the caller marks the count)."""
         if walk:
             mode &= ~2  # the walks come before the count
-        nbytes = self.n * 4
+        self._relabel_init(mode, incremental)
+        if mark:
+            mark("relabel_init")
+        counted = self._relabel_bfs(mode, incremental, walk)
+        nbytes, stream = self.n * 4, self.cp.cuda.get_current_stream()
+        if incremental:
+            self.h.data.copy_from_device_async(self.d.data, nbytes, stream)
+        elif track:
+            self.d.data.copy_from_device_async(self.h.data, nbytes, stream)
+        if mark:
+            mark("relabel_bfs")
+        if walk:
+            self._walk()
+            if mark:
+                mark("relabel_walk")
+        if not (mode & 2 or counted):
+            self._count()
+
+    def _relabel_init(self, mode: int, incremental: bool) -> None:
+        """The start of a global relabel: the heights the BFS starts from (or, for
+        an incremental one, the invalidation of the distances it can no longer
+        trust), where the BFS launch does not set them itself."""
         if incremental:
             self.k_seed(
                 (-(-self.bntiles // 256),),
@@ -715,8 +765,9 @@ class _Solver:
                     self.idx(self.n),
                 ),
             )
-        if mark:
-            mark("relabel_init")
+
+    def _relabel_bfs(self, mode: int, incremental: bool, walk: bool) -> bool:
+        """The BFS launch of a global relabel; whether it counted the active nodes."""
         counted = False  # the BFS launch counted the active nodes
         if self.level and mode == 0 and not incremental:
             cw, ch, rxn, regions, levels, smem = self.level
@@ -800,37 +851,29 @@ class _Solver:
                     self.idx(self.n),
                 ),
             )
-        if incremental:
-            self.h.data.copy_from_device_async(
-                self.d.data, nbytes, self.cp.cuda.get_current_stream()
-            )
-        elif track:
-            self.d.data.copy_from_device_async(
-                self.h.data, nbytes, self.cp.cuda.get_current_stream()
-            )
-        if mark:
-            mark("relabel_bfs")
-        if walk:
-            self.k_walk(
-                self.init_grid,
-                (_INIT_BLOCK,),
-                (
-                    self.rc,
-                    self.ex,
-                    self.h,
-                    self.tcap,
-                    self.out,
-                    *self.dims,
-                    np.int32(min(self.n, _INF - 1)),
-                    self.idx(self.n),
-                ),
-            )
-            if self.track:  # the walks moved excess and changed arcs
-                self._wmask(init=4)
-            if mark:
-                mark("relabel_walk")
-        if mode & 2 or counted:
-            return
+        return counted
+
+    def _walk(self) -> None:
+        """gpr_walk: each active node sends its excess down the new distances."""
+        self.k_walk(
+            self.init_grid,
+            (_INIT_BLOCK,),
+            (
+                self.rc,
+                self.ex,
+                self.h,
+                self.tcap,
+                self.out,
+                *self.dims,
+                np.int32(min(self.n, _INF - 1)),
+                self.idx(self.n),
+            ),
+        )
+        if self.track:  # the walks moved excess and changed arcs
+            self._wmask(init=4)
+
+    def _count(self) -> None:
+        """gpr_count_active: the active nodes into ``out[0]``, their tiles flagged."""
         self.k_count(
             (self.ntiles,),
             (min(self.nt, 256),),  # PR_COUNT_NT
@@ -1118,31 +1161,117 @@ def maxflow_grid_gpu(
     """
     import cupy
 
-    from .grid import PLANES
-
     shape = tuple(int(v) for v in source.shape)
-    ndim = len(shape)
     k = int(edges.shape[0])
-    diag = k > 2 * ndim
     n = math.prod(shape)
     t0 = time.perf_counter()
     if n == 0:
-        return (
-            0,
-            cupy.zeros(shape, dtype=cupy.uint8),
-            {
-                "backend": "gpu",
-                "algorithm": "push-relabel",
-                "time_s": 0.0,
-                "sweeps": 0,
-                "global_relabels": 0,
-                **(
-                    {"residual": cupy.zeros((k, *shape), dtype=cupy.int32)}
-                    if residual
-                    else {}
-                ),
-            },
+        return _empty_solve(shape, k, residual)
+    _check_grid(shape, tuple(edges.shape), n)
+    sched = _schedule(
+        shape,
+        k,
+        tile=tile,
+        bfs_tile=bfs_tile,
+        local_iters=local_iters,
+        sweeps_per_relabel=sweeps_per_relabel,
+        tail_sweeps=tail_sweeps,
+        tail_iters=tail_iters,
+        walk_below=walk_below,
+        persist_below=persist_below,
+        bfs_mode=bfs_mode,
+        incremental_below=incremental_below,
+    )
+    host = not isinstance(edges, cupy.ndarray)
+    solver = _get_solver(shape, sched.tile, sched.bfs_tile, n, k, host)
+    stream = solver.stream
+    caller = cupy.cuda.get_current_stream()
+    stream.wait_event(caller.record())  # the inputs may still be in the making
+    rounds = _Rounds(solver, sched, profile, graph)
+    with stream:
+        solver.load(source, sink, edges, host)
+        if validate:
+            bad = solver.validate()
+            if min(bad) != _NO_BAD:
+                solver.release()
+                raise _capacity_error(bad, source, sink, edges)
+        try:
+            rounds.run(max_rounds)
+        except BaseException:
+            stream.synchronize()  # leave no work queued on the cached buffers
+            solver.release()
+            raise
+        flow, labels = solver.result()
+        solver.release()
+        res = solver.rc.reshape((k, *shape)).copy() if residual else None
+        rounds.mark("result")
+        caller.wait_event(stream.record())
+    stats = _solve_stats(solver, sched, rounds, time.perf_counter() - t0)
+    if residual:
+        stats["residual"] = res
+    if profile:
+        stats.update(rounds.phase_stats())
+    return flow, labels, stats
+
+
+def _empty_solve(shape: tuple, k: int, residual: bool) -> tuple[int, Any, dict]:
+    """The answer for a grid without nodes."""
+    import cupy
+
+    stats = {
+        "backend": "gpu",
+        "algorithm": "push-relabel",
+        "time_s": 0.0,
+        "sweeps": 0,
+        "global_relabels": 0,
+    }
+    if residual:
+        stats["residual"] = cupy.zeros((k, *shape), dtype=cupy.int32)
+    return 0, cupy.zeros(shape, dtype=cupy.uint8), stats
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schedule:
+    """The settings of one solve (see :func:`maxflow_grid_gpu`'s parameters)."""
+
+    n: int
+    tile: tuple
+    bfs_tile: tuple
+    local_iters: int
+    sweeps_per_relabel: int
+    tail_sweeps: int
+    tail_iters: int
+    walk_below: int
+    persist_below: int
+    bfs_mode: int
+    incremental_below: int
+    track: bool  # keep the distances of the last relabel (incremental relabels)
+
+    def round_key(self, last: int) -> tuple:
+        """The launches of the round after a relabel that left ``last`` active
+        nodes: (sweeps, local rounds, walks, persistent push, BFS mode,
+        incremental relabel, keep the distances); a round's CUDA graph key."""
+        tail = last * 1024 < self.n
+        pace = (
+            (self.tail_sweeps, self.tail_iters)
+            if tail
+            else (self.sweeps_per_relabel, self.local_iters)
         )
+        return pace + (
+            last < self.walk_below,
+            last < self.persist_below,
+            self.bfs_mode,
+            self.track and last < self.incremental_below,
+            self.track,
+        )
+
+
+def _check_grid(shape: tuple, edges_shape: tuple, n: int) -> None:
+    """A grid the kernels take: at most ``_MAX_NODES`` nodes, a known number of
+    arc planes."""
+    from .grid import PLANES
+
+    ndim, k = len(shape), int(edges_shape[0])
     if n > _MAX_NODES:
         raise ValueError(
             f"the GPU grid max-flow handles at most {_MAX_NODES} nodes (heights are "
@@ -1151,10 +1280,13 @@ def maxflow_grid_gpu(
     if ndim not in PLANES or k not in PLANES[ndim]:
         raise ValueError(
             f"edges must have K planes with K in {PLANES.get(ndim)} for a {ndim}-D "
-            f"grid, got edges of shape {tuple(edges.shape)}"
+            f"grid, got edges of shape {edges_shape}"
         )
-    # the defaults of _SMALL_2D_SCHEDULE (face arcs only)
-    small = ndim == 2 and n < _SMALL_2D_BELOW and not diag
+
+
+def _tiles(ndim: int, k: int, small: bool, tile: Any, bfs_tile: Any) -> tuple:
+    """The push and BFS tiles, the defaults filled in and both checked."""
+    diag = k > 2 * ndim
     if tile is None:
         if diag:
             tile = _DIAG_SCHEDULE[k]["tile"]
@@ -1192,6 +1324,18 @@ def maxflow_grid_gpu(
             f"tile {tile} needs {smem} bytes of shared memory a block with {k} arc "
             f"planes, more than {_STATIC_SMEM}: use a smaller tile"
         )
+    return tile, bfs_tile
+
+
+def _schedule(shape: tuple, k: int, **knobs: Any) -> _Schedule:
+    """The solve's settings: ``knobs`` (maxflow_grid_gpu's tuning arguments, None
+    for the default) with the defaults of this grid filled in, all checked."""
+    ndim, n = len(shape), math.prod(shape)
+    diag = k > 2 * ndim
+    # the defaults of _SMALL_2D_SCHEDULE (face arcs only)
+    small = ndim == 2 and n < _SMALL_2D_BELOW and not diag
+    tile, bfs_tile = _tiles(ndim, k, small, knobs["tile"], knobs["bfs_tile"])
+    local_iters, tail_iters = knobs["local_iters"], knobs["tail_iters"]
     if local_iters is None and diag:
         local_iters = _DIAG_SCHEDULE[k]["local_iters"]
     elif local_iters is None:
@@ -1199,17 +1343,21 @@ def maxflow_grid_gpu(
         if tail_iters is None and small:
             tail_iters = _SMALL_2D_SCHEDULE["tail_iters"]
     local_iters = int(local_iters)
+    sweeps_per_relabel = knobs["sweeps_per_relabel"]
     if sweeps_per_relabel is None:
         if diag:
             sweeps_per_relabel = _DIAG_SCHEDULE[k]["sweeps_per_relabel"]
         else:
             sweeps_per_relabel = _SWEEPS_PER_RELABEL[ndim]
+    tail_sweeps = knobs["tail_sweeps"]
     tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
     tail_iters = local_iters if tail_iters is None else int(tail_iters)
+    walk_below, persist_below = knobs["walk_below"], knobs["persist_below"]
     if walk_below is None:
         walk_below = int(n * _WALK_BELOW)
     if persist_below is None:
         persist_below = int(n * _PERSIST_BELOW)
+    bfs_mode = knobs["bfs_mode"]
     if bfs_mode is None:
         bfs_mode = 0 if diag else _BFS_MODE[ndim]
     bfs_mode = int(bfs_mode)
@@ -1220,167 +1368,136 @@ def maxflow_grid_gpu(
             f"bfs_mode must be 0 for a grid with diagonal arcs (K = {k}), got "
             f"{bfs_mode}: the fused relabel has face arcs only"
         )
+    incremental_below = knobs["incremental_below"]
     if incremental_below is None:
         big = ndim == 2 and n >= _INCR_MIN_NODES and not diag
         incremental_below = int(n * _INCR_BELOW) if big else 0
-    track = incremental_below > 0 and bfs_mode == 0 and walk_below <= 0
     if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:
         raise ValueError(
             "local_iters, sweeps_per_relabel, tail_sweeps and tail_iters must be >= 1, "
             f"got {local_iters}, {sweeps_per_relabel}, {tail_sweeps} and {tail_iters}"
         )
-    host = not isinstance(edges, cupy.ndarray)
-    solver = _get_solver(shape, tile, bfs_tile, n, k, host)
-    stream = solver.stream
-    caller = cupy.cuda.get_current_stream()
-    stream.wait_event(caller.record())  # the inputs may still be in the making
-    depth = 1 if profile else max(1, int(_PIPELINE))
-    with stream:
-        solver.load(source, sink, edges, host)
-        if validate:
-            bad = solver.validate()
-            if min(bad) != _NO_BAD:
-                solver.release()
-                raise _capacity_error(bad, source, sink, edges)
-        marks = []  # profile: (name, event) after each phase
+    return _Schedule(
+        n=n,
+        tile=tile,
+        bfs_tile=bfs_tile,
+        local_iters=local_iters,
+        sweeps_per_relabel=int(sweeps_per_relabel),
+        tail_sweeps=tail_sweeps,
+        tail_iters=tail_iters,
+        walk_below=walk_below,
+        persist_below=persist_below,
+        bfs_mode=bfs_mode,
+        incremental_below=incremental_below,
+        track=incremental_below > 0 and bfs_mode == 0 and walk_below <= 0,
+    )
 
-        def mark(name: str) -> None:
-            if profile:
-                ev = cupy.cuda.Event()
-                ev.record(stream)
-                marks.append((name, ev))
 
-        tile_stats: list = []  # profile with PR_STATS: [tiles, rounds, left] a round
+class _Rounds:
+    """The rounds of one solve on ``solver``'s stream: the first global relabel,
+    then rounds of sweeps and a relabel (a captured CUDA graph each, unless
+    ``profile`` or not ``graph``) until no active node is left. The host keeps
+    ``depth`` rounds queued and reads each one's active count from pinned memory.
 
-        pr_stats = profile and bool(_EXTRA_DEFINES.get("PR_STATS"))
+    After :meth:`run`: ``history`` (active nodes after each global relabel),
+    ``plan`` (the round keys launched, :meth:`_Schedule.round_key`), ``events``
+    (after each count read: the device time a round) and ``used_graph``."""
 
-        def one_round(
-            count: int,
-            iters: int,
-            walk: bool,
-            persist: bool,
-            mode: int,
-            incremental: bool,
-            track: bool,
-        ) -> None:
-            if pr_stats:
-                solver.pstats.fill(0)
-            solver.sweeps(count, iters, persist)
-            mark("push")
-            solver.global_relabel(
-                mark if profile else None, walk, mode, incremental, track
+    def __init__(self, solver: _Solver, sched: _Schedule, profile: bool, graph: bool):
+        self.solver, self.sched = solver, sched
+        self.profile = profile
+        self.graph = graph and not profile
+        self.depth = 1 if profile else max(1, int(_PIPELINE))
+        self.marks: list = []  # profile: (name, event) after each phase
+        self.tile_stats: list = []  # profile with PR_STATS: a list a round
+        self.pr_stats = profile and bool(_EXTRA_DEFINES.get("PR_STATS"))
+        self.history: list = []
+        self.plan: list = []
+        self.events: list = []
+        self.used_graph = False
+
+    def mark(self, name: str) -> None:
+        if self.profile:
+            import cupy
+
+            ev = cupy.cuda.Event()
+            ev.record(self.solver.stream)
+            self.marks.append((name, ev))
+
+    def one_round(self, *key: Any) -> None:
+        """The launches of a round (``key``: :meth:`_Schedule.round_key`)."""
+        count, iters, walk, persist, mode, incremental, track = key
+        solver = self.solver
+        if self.pr_stats:
+            solver.pstats.fill(0)
+        solver.sweeps(count, iters, persist)
+        self.mark("push")
+        solver.global_relabel(
+            self.mark if self.profile else None, walk, mode, incremental, track
+        )
+        self.mark("relabel_count")
+        if self.pr_stats:
+            self.tile_stats.append(solver.pstats.get(stream=solver.stream).tolist())
+            self.mark("stats")  # the host round trip above is not solver time
+
+    def _launch(self, key: tuple) -> None:
+        solver, stream = self.solver, self.solver.stream
+        if self.graph and key not in solver.graphs:
+            solver.graphs[key] = capture_graph(
+                stream, lambda key=key: self.one_round(*key)
             )
-            mark("relabel_count")
-            if pr_stats:
-                tile_stats.append(solver.pstats.get(stream=stream).tolist())
-                mark("stats")  # the host round trip above is not solver time
+        g = solver.graphs.get(key) if self.graph else None
+        if g is not None:
+            g.launch(stream)
+            self.used_graph = True
+        else:
+            self.one_round(*key)
 
-        mark("start")
+    def run(self, max_rounds: int | None) -> None:
+        solver, sched = self.solver, self.sched
+        self.mark("start")
         solver.init()
-        solver.global_relabel(mode=bfs_mode, track=track)
-        mark("first_relabel")
+        solver.global_relabel(mode=sched.bfs_mode, track=sched.track)
+        self.mark("first_relabel")
         # rounds in flight: (index, event after the copy of its active count); round 0
-        # is the first global relabel; round i > 0 ran plan[i - 1] = (sweeps, iters)
+        # is the first global relabel; round i > 0 ran plan[i - 1]
         inflight = collections.deque([(0, solver.fetch(0))])
-        done_events = []  # of the rounds whose count was read: device time a round
-        history: list = []  # active nodes after each global relabel
-        plan: list = []
+        history, plan = self.history, self.plan
         launched = 0
-        used_graph = False
-        try:
-            while True:
-                while len(inflight) < depth:
-                    last = history[-1] if history else n
-                    tail = last * 1024 < n
-                    key = (
-                        (tail_sweeps, tail_iters)
-                        if tail
-                        else (sweeps_per_relabel, local_iters)
-                    ) + (
-                        last < walk_below,
-                        last < persist_below,
-                        bfs_mode,
-                        track and last < incremental_below,
-                        track,
-                    )
-                    if graph and not profile and key not in solver.graphs:
-                        solver.graphs[key] = capture_graph(
-                            stream, lambda key=key: one_round(*key)
-                        )
-                    g = solver.graphs.get(key) if graph and not profile else None
-                    if g is not None:
-                        g.launch(stream)
-                        used_graph = True
-                    else:
-                        one_round(*key)
-                    launched += 1
-                    plan.append(key)
-                    inflight.append((launched, solver.fetch(launched)))
-                idx, ev = inflight.popleft()
-                ev.synchronize()
-                done_events.append(ev)
-                active = int(solver.host[idx % _RING])
-                history.append(active)
-                if active == 0:
-                    break
-                if max_rounds is not None and len(history) >= max_rounds:
-                    raise RuntimeError(
-                        f"GPU grid max-flow did not converge in {len(history)} global "
-                        f"relabels ({sum(p[0] for p in plan[: len(history) - 1])} "
-                        f"sweeps, {active} active nodes left), grid {shape}"
-                    )
-        except BaseException:
-            stream.synchronize()  # leave no work queued on the cached buffers
-            solver.release()
-            raise
-        relabels = len(history)
-        sweeps = sum(p[0] for p in plan[: relabels - 1])
-        flow, labels = solver.result()
-        solver.release()
-        res = solver.rc.reshape((k, *shape)).copy() if residual else None
-        mark("result")
-        caller.wait_event(stream.record())
-    t1 = time.perf_counter()
-    stats = {
-        "backend": "gpu",
-        "algorithm": "push-relabel (tiled, checkerboard) + GPU BFS global relabel",
-        "time_s": t1 - t0,
-        "sweeps": sweeps,
-        "global_relabels": relabels,
-        "local_iters": local_iters,
-        "sweeps_per_relabel": sweeps_per_relabel,
-        "tail_sweeps": tail_sweeps,
-        "tile": tile,
-        "bfs_tile": bfs_tile,
-        "graph": used_graph,
-        "tail_iters": tail_iters,
-        "walk_below": walk_below,
-        "walks": sum(1 for p in plan[: relabels - 1] if p[2]),
-        "persist_below": persist_below,
-        "persistent_rounds": sum(1 for p in plan[: relabels - 1] if p[3]),
-        "bfs_mode": bfs_mode,
-        "incremental_below": incremental_below if track else 0,
-        "incremental_relabels": sum(1 for p in plan[: relabels - 1] if p[5]),
-        "pipeline": depth,
-        "push_min_blocks": solver.push_min_blocks,
-        "bfs_blocks": solver.fused_blocks if bfs_mode else solver.bfs_blocks,
-        "bfs_warp": solver.bfs_warp and not bfs_mode,
-        "level_bfs": solver.level is not None and not bfs_mode,
-        "colours": len(solver.colours),
-        "bfs_level": solver.level[:5] if solver.level and not bfs_mode else None,
-        "active": history,
-        # device ms of each round (sweeps + global relabel), event to event
-        "round_ms": [
-            round(cupy.cuda.get_elapsed_time(e0, e1), 3)
-            for e0, e1 in zip(done_events, done_events[1:], strict=False)
-        ],
-    }
-    if residual:
-        stats["residual"] = res
-    if profile:  # device milliseconds per phase, summed over the rounds
+        while True:
+            while len(inflight) < self.depth:
+                key = sched.round_key(history[-1] if history else sched.n)
+                self._launch(key)
+                launched += 1
+                plan.append(key)
+                inflight.append((launched, solver.fetch(launched)))
+            idx, ev = inflight.popleft()
+            ev.synchronize()
+            self.events.append(ev)
+            active = int(solver.host[idx % _RING])
+            history.append(active)
+            if active == 0:
+                return
+            if max_rounds is not None and len(history) >= max_rounds:
+                raise RuntimeError(
+                    f"GPU grid max-flow did not converge in {len(history)} global "
+                    f"relabels ({sum(p[0] for p in plan[: len(history) - 1])} "
+                    f"sweeps, {active} active nodes left), grid {solver.shape}"
+                )
+
+    def ran(self) -> list:
+        """The keys of the rounds whose relabel was counted (not those queued past
+        the last count)."""
+        return self.plan[: len(self.history) - 1]
+
+    def phase_stats(self) -> dict:
+        """Profile: device milliseconds per phase, summed over the rounds, and per
+        round (see :func:`maxflow_grid_gpu`'s ``stats``)."""
+        import cupy
+
         phases: dict = {}
         rounds: dict = {"push": [], "relabel": [], "relabel_bfs": []}
-        for (_, e0), (name, e1) in zip(marks, marks[1:], strict=False):
+        for (_, e0), (name, e1) in zip(self.marks, self.marks[1:], strict=False):
             ms = cupy.cuda.get_elapsed_time(e0, e1)
             phases[name] = phases.get(name, 0.0) + ms
             if name in rounds:
@@ -1390,10 +1507,52 @@ def maxflow_grid_gpu(
                 if name == "relabel_init":
                     rounds["relabel"].append(0.0)
                 rounds["relabel"][-1] = round(rounds["relabel"][-1] + ms, 3)
-        stats.update({f"{k}_ms": v for k, v in phases.items()})
-        stats["push_ms_rounds"] = rounds["push"]
-        stats["relabel_ms_rounds"] = rounds["relabel"]
-        stats["bfs_ms_rounds"] = rounds["relabel_bfs"]
-        if tile_stats:  # per round: push tiles, push rounds, tiles left active,
-            stats["push_tiles_rounds"] = tile_stats  # BFS tile relaxes, BFS rounds
-    return flow, labels, stats
+        out = {f"{k}_ms": v for k, v in phases.items()}
+        out["push_ms_rounds"] = rounds["push"]
+        out["relabel_ms_rounds"] = rounds["relabel"]
+        out["bfs_ms_rounds"] = rounds["relabel_bfs"]
+        if self.tile_stats:  # per round: push tiles, push rounds, tiles left active,
+            out["push_tiles_rounds"] = self.tile_stats  # BFS tile relaxes, BFS rounds
+        return out
+
+
+def _solve_stats(solver: _Solver, sched: _Schedule, rounds: _Rounds, secs: float):
+    """The ``stats`` of a solve (see :func:`maxflow_grid_gpu`)."""
+    import cupy
+
+    ran = rounds.ran()
+    level = solver.level is not None and not sched.bfs_mode
+    return {
+        "backend": "gpu",
+        "algorithm": "push-relabel (tiled, checkerboard) + GPU BFS global relabel",
+        "time_s": secs,
+        "sweeps": sum(p[0] for p in ran),
+        "global_relabels": len(rounds.history),
+        "local_iters": sched.local_iters,
+        "sweeps_per_relabel": sched.sweeps_per_relabel,
+        "tail_sweeps": sched.tail_sweeps,
+        "tile": sched.tile,
+        "bfs_tile": sched.bfs_tile,
+        "graph": rounds.used_graph,
+        "tail_iters": sched.tail_iters,
+        "walk_below": sched.walk_below,
+        "walks": sum(1 for p in ran if p[2]),
+        "persist_below": sched.persist_below,
+        "persistent_rounds": sum(1 for p in ran if p[3]),
+        "bfs_mode": sched.bfs_mode,
+        "incremental_below": sched.incremental_below if sched.track else 0,
+        "incremental_relabels": sum(1 for p in ran if p[5]),
+        "pipeline": rounds.depth,
+        "push_min_blocks": solver.push_min_blocks,
+        "bfs_blocks": solver.fused_blocks if sched.bfs_mode else solver.bfs_blocks,
+        "bfs_warp": solver.bfs_warp and not sched.bfs_mode,
+        "level_bfs": level,
+        "colours": len(solver.colours),
+        "bfs_level": solver.level[:5] if level else None,
+        "active": rounds.history,
+        # device ms of each round (sweeps + global relabel), event to event
+        "round_ms": [
+            round(cupy.cuda.get_elapsed_time(e0, e1), 3)
+            for e0, e1 in zip(rounds.events, rounds.events[1:], strict=False)
+        ],
+    }
