@@ -1328,39 +1328,43 @@ def _tiles(ndim: int, k: int, small: bool, tile: Any, bfs_tile: Any) -> tuple:
 
 
 def _schedule(shape: tuple, k: int, **knobs: Any) -> _Schedule:
-    """The solve's settings: ``knobs`` (maxflow_grid_gpu's tuning arguments, None
-    for the default) with the defaults of this grid filled in, all checked."""
+    """The solve's settings: ``knobs`` (maxflow_grid_gpu's tuning arguments, the
+    fields of :class:`_Schedule`; None for the default) with the defaults of this
+    grid filled in, all checked."""
     ndim, n = len(shape), math.prod(shape)
     diag = k > 2 * ndim
     # the defaults of _SMALL_2D_SCHEDULE (face arcs only)
     small = ndim == 2 and n < _SMALL_2D_BELOW and not diag
-    tile, bfs_tile = _tiles(ndim, k, small, knobs["tile"], knobs["bfs_tile"])
-    local_iters, tail_iters = knobs["local_iters"], knobs["tail_iters"]
-    if local_iters is None and diag:
-        local_iters = _DIAG_SCHEDULE[k]["local_iters"]
-    elif local_iters is None:
-        local_iters = _SMALL_2D_SCHEDULE["local_iters"] if small else _LOCAL_ITERS[ndim]
-        if tail_iters is None and small:
-            tail_iters = _SMALL_2D_SCHEDULE["tail_iters"]
-    local_iters = int(local_iters)
-    sweeps_per_relabel = knobs["sweeps_per_relabel"]
-    if sweeps_per_relabel is None:
-        if diag:
-            sweeps_per_relabel = _DIAG_SCHEDULE[k]["sweeps_per_relabel"]
-        else:
-            sweeps_per_relabel = _SWEEPS_PER_RELABEL[ndim]
-    tail_sweeps = knobs["tail_sweeps"]
-    tail_sweeps = sweeps_per_relabel if tail_sweeps is None else int(tail_sweeps)
-    tail_iters = local_iters if tail_iters is None else int(tail_iters)
-    walk_below, persist_below = knobs["walk_below"], knobs["persist_below"]
-    if walk_below is None:
-        walk_below = int(n * _WALK_BELOW)
-    if persist_below is None:
-        persist_below = int(n * _PERSIST_BELOW)
-    bfs_mode = knobs["bfs_mode"]
-    if bfs_mode is None:
-        bfs_mode = 0 if diag else _BFS_MODE[ndim]
-    bfs_mode = int(bfs_mode)
+    kn = dict(knobs)
+    kn["tile"], kn["bfs_tile"] = _tiles(ndim, k, small, kn["tile"], kn["bfs_tile"])
+    if kn["local_iters"] is None and diag:
+        kn["local_iters"] = _DIAG_SCHEDULE[k]["local_iters"]
+    elif kn["local_iters"] is None:
+        kn["local_iters"] = (
+            _SMALL_2D_SCHEDULE["local_iters"] if small else _LOCAL_ITERS[ndim]
+        )
+        if kn["tail_iters"] is None and small:
+            kn["tail_iters"] = _SMALL_2D_SCHEDULE["tail_iters"]
+    if kn["sweeps_per_relabel"] is None:
+        kn["sweeps_per_relabel"] = (
+            _DIAG_SCHEDULE[k]["sweeps_per_relabel"]
+            if diag
+            else _SWEEPS_PER_RELABEL[ndim]
+        )
+    for name, default in (
+        ("tail_sweeps", kn["sweeps_per_relabel"]),
+        ("tail_iters", kn["local_iters"]),
+        ("walk_below", n * _WALK_BELOW),
+        ("persist_below", n * _PERSIST_BELOW),
+        ("bfs_mode", 0 if diag else _BFS_MODE[ndim]),
+        ("incremental_below", 0),
+    ):
+        if kn[name] is None:
+            kn[name] = default
+    for name in kn:
+        if name not in ("tile", "bfs_tile"):
+            kn[name] = int(kn[name])
+    bfs_mode = kn["bfs_mode"]
     if not 0 <= bfs_mode <= 63:
         raise ValueError(f"bfs_mode must be in [0, 63], got {bfs_mode}")
     if diag and bfs_mode:
@@ -1368,29 +1372,17 @@ def _schedule(shape: tuple, k: int, **knobs: Any) -> _Schedule:
             f"bfs_mode must be 0 for a grid with diagonal arcs (K = {k}), got "
             f"{bfs_mode}: the fused relabel has face arcs only"
         )
-    incremental_below = knobs["incremental_below"]
-    if incremental_below is None:
-        big = ndim == 2 and n >= _INCR_MIN_NODES and not diag
-        incremental_below = int(n * _INCR_BELOW) if big else 0
-    if min(local_iters, sweeps_per_relabel, tail_sweeps, tail_iters) < 1:
+    if knobs["incremental_below"] is None and ndim == 2 and not diag:
+        kn["incremental_below"] = int(n * _INCR_BELOW) if n >= _INCR_MIN_NODES else 0
+    paces = [kn[v] for v in ("local_iters", "sweeps_per_relabel")]
+    paces += [kn[v] for v in ("tail_sweeps", "tail_iters")]
+    if min(paces) < 1:
         raise ValueError(
             "local_iters, sweeps_per_relabel, tail_sweeps and tail_iters must be >= 1, "
-            f"got {local_iters}, {sweeps_per_relabel}, {tail_sweeps} and {tail_iters}"
+            "got {}, {}, {} and {}".format(*paces)
         )
-    return _Schedule(
-        n=n,
-        tile=tile,
-        bfs_tile=bfs_tile,
-        local_iters=local_iters,
-        sweeps_per_relabel=int(sweeps_per_relabel),
-        tail_sweeps=tail_sweeps,
-        tail_iters=tail_iters,
-        walk_below=walk_below,
-        persist_below=persist_below,
-        bfs_mode=bfs_mode,
-        incremental_below=incremental_below,
-        track=incremental_below > 0 and bfs_mode == 0 and walk_below <= 0,
-    )
+    track = kn["incremental_below"] > 0 and bfs_mode == 0 and kn["walk_below"] <= 0
+    return _Schedule(n=n, track=track, **kn)
 
 
 class _Rounds:
