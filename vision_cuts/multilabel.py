@@ -942,42 +942,17 @@ def minimize_labels(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    if (
-        isinstance(max_cycles, bool)
-        or not isinstance(max_cycles, int)
-        or max_cycles < 1
-    ):
-        raise ValueError(f"max_cycles must be an integer >= 1, got {max_cycles!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-    check_moves_per_cut(moves_per_cut)
+    _check_run(max_cycles, tol, callback, moves_per_cut)
     u, v, w, D = _check(unary, pairwise, weights, connectivity)
     _check_pairwise(v, method)
-    nlabels = u.shape[-1]
-    planes = 2 * D
-    if init is None:
-        lab = np.argmin(u, axis=-1).astype(np.int64)
-    else:
-        lab = np.asarray(to_numpy(init))
-        if lab.shape != u.shape[:-1] or lab.dtype.kind not in "iu":
-            raise ValueError(
-                f"init must be integer labels of the grid shape {u.shape[:-1]}, got "
-                f"{lab.dtype} {lab.shape}"
-            )
-        if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= nlabels):
-            raise ValueError(
-                f"init labels must lie in [0, {nlabels}), got {int(lab.min())}.."
-                f"{int(lab.max())}"
-            )
-        lab = lab.astype(np.int64)
+    lab = _start_labels(init, u)
     stats: dict = {
         "method": method,
         "cycles": [],
         "device_moves": False,
         "moves_per_cut": 1,
     }
+    nlabels = u.shape[-1]
     on_gpu = resolve_backend(backend, lab) == "gpu"
     if D == u.ndim - 1 and on_gpu and (method == "expansion" or nlabels > 1):
         from . import _multilabel_gpu
@@ -993,81 +968,142 @@ def minimize_labels(
                 moves_per_cut=per_cut,
             )
             return LabelResult(lab.astype(np.int32), int(energy), stats)
-    energy = _energy(u, v, w, D, lab)
-    stats["initial_energy"] = energy
-    cycles = stats["cycles"]
-    if method == "expansion":
-        moves = [(a, None) for a in range(nlabels)]
-    else:
-        moves = [(a, b) for a in range(nlabels) for b in range(a + 1, nlabels)]
-    total = max_cycles * len(moves)
-    # the CPU swap: each move's graph over the nodes labelled a or b only
-    compact = (
-        _CompactSwap(u, v, w, D, lab)
-        if method == "swap" and resolve_backend(backend, lab) == "cpu"
-        else None
-    )
-    # the CPU expansion: every node's unary cost at its label, kept up to date, and
-    # the column of the label a move proposes, both read in order by the move
-    ucur = uT = None
-    work: dict = {}
-    if method == "expansion" and resolve_backend(backend, lab) == "cpu":
-        ucur = np.take_along_axis(u, lab[..., None], axis=-1).reshape(-1)
-        flat = u.reshape(-1, nlabels)
-        small = flat.size and max(-int(flat.min()), int(flat.max())) <= INT32_MAX
-        uT = np.ascontiguousarray(flat.T, dtype=np.int32 if small else np.int64)
-    accepted: list = []  # the moves that lowered the energy, in order
-    tried: dict = {}  # move -> len(accepted) when it last ran
-    for cycle in range(max_cycles):
-        start, cuts, better, skipped = energy, 0, 0, 0
-        for i, (a, b) in enumerate(moves):
-            if callback is not None and (cycle or i):
-                callback(cycle * len(moves) + i, total)
-            if not _may_change(v, a, b, accepted, tried.get((a, b))):
-                skipped += 1
-                continue
-            if compact is not None:
-                e = compact.move(a, b, energy)
-                if e is not None:
-                    cuts += 1
-                    if e < energy:
-                        energy, better = e, better + 1
-                        accepted.append((a, b))
-                tried[a, b] = len(accepted)  # its own change left out
-                continue
-            costs = None
-            if b is None:
-                zero, one = lab, np.full_like(lab, a)
-                if ucur is not None:
-                    costs = (ucur, uT[a])
-            else:
-                inside = (lab == a) | (lab == b)
-                if not inside.any():
-                    tried[a, b] = len(accepted)
-                    continue
-                zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
-            proposal, e = _move(
-                u, v, w, D, zero, one, planes, backend, b is None, costs, work
-            )
-            cuts += 1
-            if e < energy:
-                if costs is not None:  # the moved nodes now pay alpha's cost
-                    ucur = np.where(proposal.reshape(-1) == a, costs[1], ucur)
-                lab, energy, better = proposal, e, better + 1
-                accepted.append((a, b))
-            tried[a, b] = len(accepted)
-        cycles.append(
-            {
-                "energy": energy,
-                "cuts": cuts,
-                "improving_moves": better,
-                "skipped_moves": skipped,
-            }
+    loop = _HostLoop(method, u, v, w, D, lab, backend)
+    stats["initial_energy"] = loop.energy
+    loop.run(max_cycles, tol, callback, stats["cycles"])
+    return LabelResult(loop.labels().astype(np.int32), int(loop.energy), stats)
+
+
+def _check_run(max_cycles: Any, tol: Any, callback: Any, moves_per_cut: Any) -> None:
+    """minimize_labels' checks of the arguments that shape the run."""
+    if (
+        isinstance(max_cycles, bool)
+        or not isinstance(max_cycles, int)
+        or max_cycles < 1
+    ):
+        raise ValueError(f"max_cycles must be an integer >= 1, got {max_cycles!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    check_moves_per_cut(moves_per_cut)
+
+
+def _start_labels(init: Any, u: np.ndarray) -> np.ndarray:
+    """The starting labelling: ``init`` checked, or each node's cheapest label."""
+    nlabels = u.shape[-1]
+    if init is None:
+        return np.argmin(u, axis=-1).astype(np.int64)
+    lab = np.asarray(to_numpy(init))
+    if lab.shape != u.shape[:-1] or lab.dtype.kind not in "iu":
+        raise ValueError(
+            f"init must be integer labels of the grid shape {u.shape[:-1]}, got "
+            f"{lab.dtype} {lab.shape}"
         )
-        if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
-            break
-    if compact is not None:
-        lab = compact.labels()
-    if callback is not None:
-        callback(total, total)
-    return LabelResult(lab.astype(np.int32), int(energy), stats)
+    if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= nlabels):
+        raise ValueError(
+            f"init labels must lie in [0, {nlabels}), got {int(lab.min())}.."
+            f"{int(lab.max())}"
+        )
+    return lab.astype(np.int64)
+
+
+class _HostLoop:
+    """minimize_labels' cycles with the moves built on the host (the CPU backend,
+    and GPU cuts of host-built moves): the labels, their energy, and what the CPU's
+    moves keep from one move to the next."""
+
+    def __init__(self, method, u, v, w, D, lab, backend) -> None:
+        self.u, self.v, self.w, self.D = u, v, w, D
+        self.lab, self.backend = lab, backend
+        self.energy = _energy(u, v, w, D, lab)
+        nlabels = u.shape[-1]
+        if method == "expansion":
+            self.moves = [(a, None) for a in range(nlabels)]
+        else:
+            self.moves = [(a, b) for a in range(nlabels) for b in range(a + 1, nlabels)]
+        on_cpu = resolve_backend(backend, lab) == "cpu"
+        # the CPU swap: each move's graph over the nodes labelled a or b only
+        self.compact = (
+            _CompactSwap(u, v, w, D, lab) if method == "swap" and on_cpu else None
+        )
+        # the CPU expansion: every node's unary cost at its label, kept up to date,
+        # and the column of the label a move proposes, both read in order by the move
+        self.ucur = self.uT = None
+        self.work: dict = {}
+        if method == "expansion" and on_cpu:
+            self.ucur = np.take_along_axis(u, lab[..., None], axis=-1).reshape(-1)
+            flat = u.reshape(-1, nlabels)
+            small = flat.size and max(-int(flat.min()), int(flat.max())) <= INT32_MAX
+            dtype = np.int32 if small else np.int64
+            self.uT = np.ascontiguousarray(flat.T, dtype=dtype)
+
+    def labels(self) -> np.ndarray:
+        return self.compact.labels() if self.compact is not None else self.lab
+
+    def move(self, a: int, b: int | None) -> tuple[bool, bool]:
+        """Expansion of ``a`` (``b`` None) or the swap of ``a`` and ``b``, taken if
+        it lowers the energy: (a cut was made, the move was taken)."""
+        if self.compact is not None:
+            e = self.compact.move(a, b, self.energy)
+            if e is None:
+                return False, False
+            taken = e < self.energy
+            self.energy = min(self.energy, e)
+            return True, taken
+        lab, costs = self.lab, None
+        if b is None:
+            zero, one = lab, np.full_like(lab, a)
+            if self.ucur is not None:
+                costs = (self.ucur, self.uT[a])
+        else:
+            inside = (lab == a) | (lab == b)
+            if not inside.any():
+                return False, False
+            zero, one = np.where(inside, a, lab), np.where(inside, b, lab)
+        u, v, w, D = self.u, self.v, self.w, self.D
+        proposal, e = _move(
+            u, v, w, D, zero, one, 2 * D, self.backend, b is None, costs, self.work
+        )
+        if e >= self.energy:
+            return True, False
+        if costs is not None:  # the moved nodes now pay alpha's cost
+            self.ucur = np.where(proposal.reshape(-1) == a, costs[1], self.ucur)
+        self.lab, self.energy = proposal, e
+        return True, True
+
+    def run(self, max_cycles: int, tol: float, callback: Any, cycles: list) -> None:
+        """Up to ``max_cycles`` cycles of every move (those no accepted move can have
+        changed since they last ran are skipped, :func:`_may_change`); a cycle's
+        stats are appended to ``cycles``."""
+        moves = self.moves
+        total = max_cycles * len(moves)
+        accepted: list = []  # the moves that lowered the energy, in order
+        tried: dict = {}  # move -> len(accepted) when it last ran
+        for cycle in range(max_cycles):
+            start, cuts, better, skipped = self.energy, 0, 0, 0
+            for i, (a, b) in enumerate(moves):
+                if callback is not None and (cycle or i):
+                    callback(cycle * len(moves) + i, total)
+                if not _may_change(self.v, a, b, accepted, tried.get((a, b))):
+                    skipped += 1
+                    continue
+                cut, taken = self.move(a, b)
+                cuts += cut
+                if taken:
+                    better += 1
+                    accepted.append((a, b))
+                tried[a, b] = len(accepted)  # its own change left out
+            cycles.append(
+                {
+                    "energy": self.energy,
+                    "cuts": cuts,
+                    "improving_moves": better,
+                    "skipped_moves": skipped,
+                }
+            )
+            energy = self.energy
+            if energy >= start or (tol > 0 and start - energy <= tol * abs(start)):
+                break
+        if callback is not None:
+            callback(total, total)
