@@ -12,7 +12,11 @@
 //                    (P = 1 in 2-D), layer b is the expansion move of label alphas[b]
 //                    from `labels`; writes source, sink (normalised to min(s, t) = 0)
 //                    and the 2 ndim arc planes (+x, -x, +y, -y (+z, -z), C order; no
-//                    arc between two layers).
+//                    arc between two layers). With `mirror` the mirrored graph
+//                    (terminals exchanged, every arc reversed: the same cuts with the
+//                    sides exchanged): the nodes that prefer their label hold sink
+//                    capacity instead of excess; the source side takes alphas[b]
+//                    (the caller cuts the smallest source side: the same move).
 //   swap_move        the same for alpha-beta swap moves (minimize_labels): layer b
 //                    swaps the labels alphas[b] and betas[b]; a node with either label
 //                    takes alphas[b] on the sink side (x = 1) and betas[b] on the
@@ -139,7 +143,8 @@ extern "C" __global__ void stereo_move(const int* __restrict__ cost,
                                        const int* __restrict__ vmat,
                                        int* __restrict__ source, int* __restrict__ sink,
                                        int* __restrict__ edges, int nlayers, int ndim,
-                                       int nz, int m, int n, int kind, int trunc, int nlab) {
+                                       int nz, int m, int n, int kind, int trunc, int nlab,
+                                       int mirror) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int mn = nz * m * n;  // nodes of a layer
     int total = nlayers * mn;
@@ -173,12 +178,18 @@ extern "C" __global__ void stereo_move(const int* __restrict__ cost,
             t += (long long)w[(long long)d * mn + p - step] *
                  stereo_v(a, f, kind, trunc, vmat, nlab);
         }
-        edges[(long long)(2 * d) * total + i] = (int)lam;  // forward (0 on the last)
-        edges[(long long)(2 * d + 1) * total + i] = 0;     // backward
+        if (mirror) {  // the arc q -> p: the head's backward entry (each written once)
+            edges[(long long)(2 * d) * total + i] = 0;
+            if (c + 1 < ext) edges[(long long)(2 * d + 1) * total + i + step] = (int)lam;
+            if (c == 0) edges[(long long)(2 * d + 1) * total + i] = 0;
+        } else {
+            edges[(long long)(2 * d) * total + i] = (int)lam;  // forward (0 on the last)
+            edges[(long long)(2 * d + 1) * total + i] = 0;     // backward
+        }
     }
     long long lo = min(s, t);
-    source[i] = (int)(s - lo);
-    sink[i] = (int)(t - lo);
+    source[i] = (int)((mirror ? t : s) - lo);
+    sink[i] = (int)((mirror ? s : t) - lo);
 }
 
 extern "C" __global__ void swap_move(const int* __restrict__ cost, const int* __restrict__ w,

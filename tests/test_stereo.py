@@ -301,6 +301,82 @@ def test_host_moves_build_is_the_move_energy(rng, kind):
         assert len(offsets) == 1  # the same function of x up to a constant
 
 
+@pytest.mark.parametrize("kind", ["potts", "truncated_linear", "linear"])
+def test_host_moves_mirrored_build_is_the_mirror(rng, kind):
+    """``mirror``: terminals exchanged and every arc p -> q moved to q -> p (the
+    head's backward plane), layer by layer, nothing else."""
+    from vision_cuts._stereo_gpu import HostMoves
+
+    ndisp, m, n = 6, 5, 7
+    cost, w = _random_problem(rng, ndisp, m, n)
+    labels = _random_labels(rng, ndisp, m, n)
+    groups = np.array([[2, 5, 0]], np.int32)
+    plain = HostMoves(cost, w, kind, 2, groups).build(labels, 0)
+    mirrored = HostMoves(cost, w, kind, 2, groups, mirror=True).build(labels, 0)
+    np.testing.assert_array_equal(mirrored.source, plain.sink)
+    np.testing.assert_array_equal(mirrored.sink, plain.source)
+    e, r = plain.edges.reshape(4, 3, m, n), mirrored.edges.reshape(4, 3, m, n)
+    assert (r[[0, 2]] == 0).all()
+    np.testing.assert_array_equal(r[1][..., 1:], e[0][..., :-1])
+    np.testing.assert_array_equal(r[3][:, 1:], e[2][:, :-1])
+    assert (r[1][..., 0] == 0).all() and (r[3][:, 0] == 0).all()
+
+
+@pytest.mark.parametrize("kind", ["potts", "truncated_linear"])
+def test_host_cut_is_the_smallest_optimal_move(rng, kind):
+    """Brute force over every move of tiny grids: the host specification's cut, of
+    the plain and of the mirrored graph, is the intersection of the optimal moves
+    (the smallest, the CPU's move) and has the optimal move energy; the CPU solver's
+    own cut of the plain graph would be their union."""
+    from vision_cuts import maxflow_grid
+    from vision_cuts._stereo_gpu import HostMoves
+    from vision_cuts.stereo import _move_energy
+
+    ndisp, m, n = 4, 2, 4
+    xs = np.array(
+        [[(i >> k) & 1 for k in range(m * n)] for i in range(2 ** (m * n))], np.uint8
+    )
+    ties = 0
+    for _ in range(40):
+        cost, w = _random_problem(rng, ndisp, m, n)
+        cost //= 4  # small costs: many ties
+        labels = _random_labels(rng, ndisp, m, n)
+        groups = np.array([[int(rng.integers(0, ndisp))]], np.int32)
+        alpha = int(groups[0, 0])
+        ref = _move_energy(
+            cost.astype(np.int64), w, labels.astype(np.int64), alpha, kind, 2
+        )
+        energies = np.array([ref.energy(x.reshape(m, n)) for x in xs])
+        best = xs[energies == energies.min()].astype(bool)
+        # a node labelled alpha moves nowhere: count it either way
+        already = (labels == alpha).reshape(-1)
+        union, inter = best.any(axis=0) | already, best.all(axis=0) | already
+        plain = HostMoves(cost, w, kind, 2, groups).build(labels, 0)
+        cpu = maxflow_grid(plain, backend="cpu").labels.astype(bool)
+        np.testing.assert_array_equal(cpu.reshape(-1) | already, union)
+        ties += int((union != inter).any())
+        for mirror in (False, True):
+            moves = HostMoves(cost, w, kind, 2, groups, mirror=mirror)
+            cut = np.asarray(moves.cut(moves.build(labels, 0))).astype(bool)
+            np.testing.assert_array_equal(cut.reshape(-1) | already, inter)
+            assert ref.energy(cut.astype(np.uint8)) == energies.min()
+    assert ties > 0  # the two rules were told apart
+
+
+@pytest.mark.parametrize("per_cut", [3, 5])
+def test_stacked_moves_on_the_host_reach_a_local_minimum(rng, per_cut):
+    """Mirrored stacked moves (the default with several moves a cut): every cycle
+    lowers the energy until one finds nothing, and then no exact move improves."""
+    cost, w = _random_problem(rng, 7, 9, 11)
+    stats = {}
+    d = solve_disparity(
+        cost, w, max_cycles=50, moves_per_cut=per_cut, stats=stats, backend="cpu"
+    )
+    assert (np.diff(stats["energies"]) <= 0).all()
+    assert stats["energies"][-1] == stats["energies"][-2]
+    assert _one_cycle_finds_nothing(cost, w, d, "truncated_linear")
+
+
 def test_label_groups():
     from vision_cuts._stereo_gpu import label_groups
 
@@ -434,8 +510,9 @@ def test_gpu_weights_equal_cpu(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mirror", [False, True])
 @pytest.mark.parametrize("kind", ["potts", "truncated_linear", "linear"])
-def test_gpu_move_graphs_equal_host(rng, kind):
+def test_gpu_move_graphs_equal_host(rng, kind, mirror):
     cp = _cupy()
     from vision_cuts._stereo_gpu import DeviceMoves, HostMoves
 
@@ -443,8 +520,8 @@ def test_gpu_move_graphs_equal_host(rng, kind):
     cost[2, 3, 4] = -7  # negative costs are shifted away by min(s, t)
     labels = _random_labels(rng, 6, 9, 13)
     groups = np.array([[1, 5, 0], [2, 3, 4]], np.int32)
-    host = HostMoves(cost, w, kind, 2, groups)
-    dev = DeviceMoves(cp.asarray(cost), cp.asarray(w), kind, 2, groups)
+    host = HostMoves(cost, w, kind, 2, groups, mirror=mirror)
+    dev = DeviceMoves(cp.asarray(cost), cp.asarray(w), kind, 2, groups, mirror=mirror)
     for g in range(2):
         a = host.build(labels, g)
         b = dev.build(cp.asarray(labels), g)
@@ -537,6 +614,45 @@ def test_gpu_expansion_on_device(rng, per_cut):
     )
     assert stats["cycles"] < 50
     assert _one_cycle_finds_nothing(cost, w, d, "truncated_linear")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("per_cut", [1, 3, 4])
+def test_gpu_stacked_moves_are_the_host_loop(rng, monkeypatch, per_cut):
+    """Several moves a cut (built mirrored): the device loop takes the host
+    specification's labels and energies, cycle for cycle, and so does the plain
+    build (the same smallest moves)."""
+    cp = _cupy()
+    from vision_cuts import _stereo_gpu
+
+    cost, w = _random_problem(rng, 9, 33, 41)
+    host, dev = {}, {}
+    want = solve_disparity(
+        cost, w, max_cycles=50, moves_per_cut=per_cut, stats=host, backend="cpu"
+    )
+    got = solve_disparity(
+        cp.asarray(cost),
+        cp.asarray(w),
+        max_cycles=50,
+        moves_per_cut=per_cut,
+        stats=dev,
+        backend="gpu",
+    )
+    np.testing.assert_array_equal(got.get(), want)
+    assert dev["energies"] == host["energies"]
+    assert dev["accepted"] == host["accepted"]
+    monkeypatch.setattr(_stereo_gpu, "MIRROR_MOVES", False)
+    plain = {}
+    got = solve_disparity(
+        cp.asarray(cost),
+        cp.asarray(w),
+        max_cycles=50,
+        moves_per_cut=per_cut,
+        stats=plain,
+        backend="gpu",
+    )
+    np.testing.assert_array_equal(got.get(), want)
+    assert plain["energies"] == host["energies"]
 
 
 @pytest.mark.gpu

@@ -953,6 +953,28 @@ class _Solver:
         ev.record(self.stream)
         return ev
 
+    def source_side(self, bfs_mode: int) -> Any:
+        """After a solve: labels of the smallest source side of the minimum cuts, 0
+        for the nodes that a node left with excess reaches along residual arcs (the
+        source reaches no node: its arcs are saturated), 1 for the rest. One more
+        global relabel, on the reversed residual arcs from those nodes; the residual
+        arcs, sink capacities and excess are overwritten (``result`` first)."""
+        from .grid import _arc_views
+
+        cp = self.cp
+        rc = self.rc.reshape((self.k, *self.shape))
+        back = cp.zeros_like(rc)
+        for j in range(self.k):  # arc p -> q of plane j, read from q -> p
+            tail, head = _arc_views(self.ndim, j)
+            back[j][tail] = rc[j ^ 1][head]
+        rc[...] = back
+        self.tcap[...] = self.ex > 0
+        self.ex.fill(0)
+        self.fresh = False
+        self.out.fill(1)  # (the relabel's kernels return at once after a count of 0)
+        self.global_relabel(mode=bfs_mode)
+        return (self.h >= _INF).astype(cp.uint8).reshape(self.shape)
+
     def result(self) -> tuple[int, Any]:
         """Labels (h < INF) and the flow, sum(sink) - sum(residual sink capacity)."""
         cp = self.cp
@@ -1056,6 +1078,7 @@ def maxflow_grid_gpu(
     profile: bool = False,
     residual: bool = False,
     validate: bool = False,
+    side: str = "sink",
 ) -> tuple[int, Any, dict]:
     """Exact max-flow / min-cut of a validated grid graph on the GPU.
 
@@ -1151,6 +1174,12 @@ def maxflow_grid_gpu(
         Also return the final residual arc capacities, a cupy int32 array of the
         shape of ``edges``, as ``stats["residual"]`` (a warm start of the next solve
         on the same arcs: :func:`warm_start_graph`).
+    side : {"sink", "source"}
+        Which minimum cut ``labels`` is where there are several: ``"sink"`` (the
+        default) the smallest sink side, the nodes that reach the sink in the final
+        residual graph; ``"source"`` the smallest source side, the nodes that the
+        source or a node left with excess reaches (one more BFS, on the reversed
+        residual arcs), labelled 0, as the CPU solver labels them.
 
     Raises
     ------
@@ -1165,6 +1194,8 @@ def maxflow_grid_gpu(
     k = int(edges.shape[0])
     n = math.prod(shape)
     t0 = time.perf_counter()
+    if side not in ("sink", "source"):
+        raise ValueError(f"side must be 'sink' or 'source', got {side!r}")
     if n == 0:
         return _empty_solve(shape, k, residual)
     _check_grid(shape, tuple(edges.shape), n)
@@ -1204,6 +1235,8 @@ def maxflow_grid_gpu(
         flow, labels = solver.result()
         solver.release()
         res = solver.rc.reshape((k, *shape)).copy() if residual else None
+        if side == "source":
+            labels = solver.source_side(sched.bfs_mode)
         rounds.mark("result")
         caller.wait_event(stream.record())
     stats = _solve_stats(solver, sched, rounds, time.perf_counter() - t0)

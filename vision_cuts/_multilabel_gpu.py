@@ -17,7 +17,9 @@ so the labels and energies are the CPU backend's, cycle for cycle. Several moves
 are built from one labelling, stacked and cut together, then applied one after the
 other where each lowers the energy (the stereo front end's scheme): expansion labels
 in the groups of ``label_groups``, swap pairs in rounds of disjoint pairs
-(:func:`pair_groups`), so that no move of a group touches another's nodes.
+(:func:`pair_groups`), so that no move of a group touches another's nodes. Expansion
+move graphs are built mirrored (``_stereo_gpu.MIRROR_MOVES``): the same cuts with
+less work.
 
 Used for 4-connected 2-D and 6-connected 3-D grids whose move capacities provably fit
 in int32 (:func:`fits`); other problems take the CPU-built moves with GPU cuts.
@@ -110,12 +112,13 @@ def minimize(
 def _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas) -> tuple:
     import cupy
 
-    from ._stereo_gpu import DeviceMoves, expansion_loop
+    from ._stereo_gpu import MIRROR_MOVES, DeviceMoves, expansion_loop
 
     cost = cupy.moveaxis(cupy.asarray(u.astype(np.int32)), -1, 0)
     moves = DeviceMoves(
         cost, cupy.asarray(w, dtype=cupy.int32), "matrix", 0, groups,
         vmat=np.ascontiguousarray(v, dtype=np.int32), betas=betas,
+        mirror=betas is None and MIRROR_MOVES,
     )  # fmt: skip
     lab = cupy.ascontiguousarray(cupy.asarray(labels), dtype=cupy.int32)
     stats: dict = {}

@@ -25,6 +25,14 @@ kept only if it lowers the energy). The first move of each group is an exact exp
 move. A cycle in which no move is accepted means every move was exact and none
 improved: the result is a local minimum with respect to expansion moves, as with B = 1.
 
+Mirrored moves (``mirror``): each expansion move graph is built mirrored, terminals
+exchanged and every arc reversed, which has the same cuts with the sides exchanged.
+The nodes that prefer their present label then hold sink capacity instead of excess,
+and those are most nodes of a move (on scikit-image's motorcycle pair about 1.1 M of
+the 1.48 M stacked nodes as built, 0.2-0.4 M mirrored), so the push-relabel cuts take
+less work. The cut taken is the same: the smallest optimal move, here the smallest
+source side of the mirrored graph (the solver's ``side="source"``, one more BFS).
+
 References
 ----------
 Y. Boykov, O. Veksler and R. Zabih, "Fast approximate energy minimization via graph
@@ -57,6 +65,8 @@ MAX_CENSUS_RADIUS = 3  # census codes are 64-bit: (2R + 1)^2 - 1 <= 64 bits
 _BLOCK = 256
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
+# expansion moves are built mirrored on the device (see the module docstring)
+MIRROR_MOVES = True
 
 
 def _grid(n: int) -> tuple:
@@ -160,6 +170,20 @@ def _vmat(a: Any, b: Any, kind: int, trunc: int, xp: Any = np) -> Any:
 
 
 # ------------------------------------------------------------------- host reference
+def _mirror(energy: GridEnergy) -> GridEnergy:
+    """The mirrored graph of a 2-D grid with face arcs (NumPy): terminals exchanged,
+    every arc p -> q moved to q -> p. The same cuts, the sides exchanged."""
+    e = np.asarray(energy.edges)
+    back = np.zeros_like(e)
+    back[1][:, 1:] = e[0][:, :-1]
+    back[0][:, :-1] = e[1][:, 1:]
+    back[3][1:, :] = e[2][:-1, :]
+    back[2][:-1, :] = e[3][1:, :]
+    return GridEnergy._trusted(
+        np.asarray(energy.sink), np.asarray(energy.source), back, 0
+    )
+
+
 class HostMoves:
     """The move steps in NumPy: the specification of the ``stereo_*`` kernels.
 
@@ -169,7 +193,16 @@ class HostMoves:
 
     backend = "cpu"
 
-    def __init__(self, cost: Any, w: Any, kind: str, trunc: int, groups: Any) -> None:
+    def __init__(
+        self,
+        cost: Any,
+        w: Any,
+        kind: str,
+        trunc: int,
+        groups: Any,
+        mirror: bool = False,
+    ) -> None:
+        self.mirror = bool(mirror)
         self.cost = np.asarray(cost, dtype=np.int64)
         self.w = np.asarray(w, dtype=np.int64)
         self.kind = KINDS[kind]
@@ -226,12 +259,22 @@ class HostMoves:
             lo = np.minimum(s, tt)
             src[b], snk[b] = s - lo, tt - lo
         shape = (nb * m, n)
-        return GridEnergy._trusted(
+        stacked = GridEnergy._trusted(
             src.reshape(shape).astype(np.int32),
             snk.reshape(shape).astype(np.int32),
             edges.reshape((4, *shape)).astype(np.int32),
             0,
         )
+        return _mirror(stacked) if self.mirror else stacked
+
+    def cut(self, energy: GridEnergy) -> Any:
+        """The device's cut of the built graph as ``apply`` reads it (1 = take the
+        move's label), the smallest optimal move: the smallest sink side of a plain
+        graph, the smallest source side of a mirrored one. The CPU solver's source
+        side is the smallest (the nodes the source reaches), so a plain graph is cut
+        mirrored here."""
+        graph = energy if self.mirror else _mirror(energy)
+        return 1 - maxflow_grid(graph, backend="cpu").labels
 
     def apply(self, labels: np.ndarray, cut: Any, group: int, layer: int) -> None:
         m, n = labels.shape
@@ -255,7 +298,8 @@ class DeviceMoves:
     or ``"matrix"`` with ``vmat``, an (L, L) integer metric. ``accepted`` counts the
     moves that lowered the energy. ``betas`` (the shape of ``groups``): alpha-beta
     swap moves instead, group g's move b swapping ``groups[g, b]`` and ``betas[g,
-    b]`` (``swap_move`` of ``kernels/stereo.cu``; ``vmat`` a semi-metric)."""
+    b]`` (``swap_move`` of ``kernels/stereo.cu``; ``vmat`` a semi-metric).
+    ``mirror``: expansion move graphs built mirrored (see the module docstring)."""
 
     backend = "gpu"
 
@@ -268,10 +312,14 @@ class DeviceMoves:
         groups: Any,
         vmat: Any = None,
         betas: Any = None,
+        mirror: bool = False,
     ) -> None:
         import cupy
 
         self.cp = cupy
+        if mirror and betas is not None:
+            raise ValueError("mirror applies to expansion moves only")
+        self.mirror = bool(mirror)
         self.cost = cupy.ascontiguousarray(cost, dtype=cupy.int32)
         self.w = cupy.ascontiguousarray(w, dtype=cupy.int32)
         nlab, *grid = (int(v) for v in self.cost.shape)
@@ -379,9 +427,23 @@ class DeviceMoves:
                 self.edges,
                 np.int32(nb),
                 *self.geometry,
+                *(() if self.swap else (np.int32(self.mirror),)),
             ),
         )
         return GridEnergy._trusted(self.source, self.sink, self.edges, 0)
+
+    def cut(self, energy: GridEnergy) -> Any:
+        """The group's cut as ``apply`` reads it (1 = take the move's label), the
+        smallest optimal move: the nodes that reach the sink of a plain graph, the
+        smallest source side of a mirrored one."""
+        if not self.mirror:
+            return maxflow_grid(energy, backend="gpu").labels
+        from ._maxflow_gpu import maxflow_grid_gpu
+
+        _, labels, _ = maxflow_grid_gpu(
+            energy.source, energy.sink, energy.edges, side="source"
+        )
+        return labels ^ 1
 
     def apply(self, labels: Any, cut: Any, group: int, layer: int) -> None:
         self._energy(labels, cut, group, layer)
@@ -435,8 +497,7 @@ def expansion_loop(
     for _ in range(max_cycles):
         cycles += 1
         for g in range(ngroups):
-            energy = moves.build(labels, g)
-            cut = maxflow_grid(energy, backend=moves.backend).labels
+            cut = moves.cut(moves.build(labels, g))
             cuts += 1
             for b in range(per_cut):
                 moves.apply(labels, cut, g, b)

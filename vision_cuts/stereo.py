@@ -389,13 +389,14 @@ def _expansion_moves(
 ) -> Any:
     """Alpha-expansion through :func:`_stereo_gpu.expansion_loop`: on the device for
     ``backend="gpu"`` (CuPy arrays in and out), with NumPy for ``"cpu"``."""
+    from . import _stereo_gpu
     from ._stereo_gpu import DeviceMoves, HostMoves, expansion_loop, label_groups
 
     xp = _xp(backend)
     ndisp = int(cost.shape[0])
     groups = label_groups(ndisp, moves_per_cut)
     moves = (DeviceMoves if backend == "gpu" else HostMoves)(
-        cost, w, kind, trunc, groups
+        cost, w, kind, trunc, groups, mirror=_stereo_gpu.MIRROR_MOVES
     )
     if init is None:
         labels = xp.argmin(moves.cost, axis=0).astype(np.int32)
