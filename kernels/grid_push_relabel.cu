@@ -32,6 +32,11 @@
 //                     pair of direction d (planes 2 d and 2 d + 1) sums beyond 2**31 - 1;
 //                     the host fills bad with LLONG_MAX first. Arcs that would leave the
 //                     grid are set to zero (they are ignored, as grid_graph does).
+//   gpr_reverse       1-D grid-stride over n, after a solve: the residual graph reversed
+//                     (each arc pair's two entries exchanged, in place: a pair is its
+//                     tail's), tcap = 1 where excess is left, else 0, and the excess
+//                     cleared; out[0] = 1. A global relabel then reaches the nodes that
+//                     those nodes reach in the residual graph: the smallest source side.
 //   gpr_finish        1-D grid-stride over n: labels = (h < VC_INF) (1 = sink side) and
 //                     acc[0] += sum of (sink capacity - residual sink capacity), the flow
 //                     (the cancelled min(s, t) included: min(s, t) + max(t - s, 0) = t).
@@ -632,6 +637,32 @@ extern "C" __global__ void gpr_validate(const int* __restrict__ src, const int* 
             if (pair > 2147483647LL) atomicMin(bad + 3 + d, (long long)g);
         }
     }
+}
+
+// The reversed residual graph of the smallest source side (see the header).
+extern "C" __global__ void gpr_reverse(int* __restrict__ rc, vc_u64* __restrict__ ex,
+                                       int* __restrict__ tcap, int* __restrict__ out, int nx,
+                                       int ny, int nz, IDX_T n) {
+    const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
+    for (IDX_T g = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
+        const int x = (int)(g % nx);
+        const int y = (int)((g / nx) % ny);
+        const int z = (int)(g / ((IDX_T)nx * ny));
+#pragma unroll
+        for (int d = 0; d < VC_K / 2; ++d) {
+            const int hx = x + vc_fwd_dx(d), hy = y + vc_fwd_dy(d), hz = z + vc_fwd_dz(d);
+            const bool inside = hx >= 0 && hx < nx && hy >= 0 && hy < ny && hz >= 0 && hz < nz;
+            if (!inside) continue;
+            int* fwd = rc + (IDX_T)(2 * d) * n + g;
+            int* back = rc + (IDX_T)(2 * d + 1) * n + g + vc_grid_off(2 * d, nx, ny);
+            const int r = *fwd;
+            *fwd = *back;
+            *back = r;
+        }
+        tcap[g] = ex[g] > 0ull ? 1 : 0;
+        ex[g] = 0ull;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = 1;  // the relabel runs
 }
 
 // Minimum cut and flow value after the last global relabel (see the header).

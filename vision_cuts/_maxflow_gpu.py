@@ -448,6 +448,7 @@ class _Solver:
         self.k_finish = get_kernel(pr, "gpr_finish")
         self.k_validate = get_kernel(pr, "gpr_validate")
         self.k_walk = get_kernel(pr, "gpr_walk")
+        self.k_reverse = get_kernel(pr, "gpr_reverse")
         self.k_bfs_init = get_kernel(bfs, "gbfs_init")
         # 2-D with 32 x 32 BFS tiles: the bit-parallel BFS, one warp a tile
         self.bfs_warp = (
@@ -959,21 +960,14 @@ class _Solver:
         source reaches no node: its arcs are saturated), 1 for the rest. One more
         global relabel, on the reversed residual arcs from those nodes; the residual
         arcs, sink capacities and excess are overwritten (``result`` first)."""
-        from .grid import _arc_views
-
-        cp = self.cp
-        rc = self.rc.reshape((self.k, *self.shape))
-        back = cp.zeros_like(rc)
-        for j in range(self.k):  # arc p -> q of plane j, read from q -> p
-            tail, head = _arc_views(self.ndim, j)
-            back[j][tail] = rc[j ^ 1][head]
-        rc[...] = back
-        self.tcap[...] = self.ex > 0
-        self.ex.fill(0)
+        self.k_reverse(
+            self.init_grid,
+            (_INIT_BLOCK,),
+            (self.rc, self.ex, self.tcap, self.out, *self.dims, self.idx(self.n)),
+        )
         self.fresh = False
-        self.out.fill(1)  # (the relabel's kernels return at once after a count of 0)
         self.global_relabel(mode=bfs_mode)
-        return (self.h >= _INF).astype(cp.uint8).reshape(self.shape)
+        return (self.h >= _INF).astype(self.cp.uint8).reshape(self.shape)
 
     def result(self) -> tuple[int, Any]:
         """Labels (h < INF) and the flow, sum(sink) - sum(residual sink capacity)."""
