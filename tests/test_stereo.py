@@ -626,33 +626,15 @@ def test_gpu_stacked_moves_are_the_host_loop(rng, monkeypatch, per_cut):
     from vision_cuts import _stereo_gpu
 
     cost, w = _random_problem(rng, 9, 33, 41)
-    host, dev = {}, {}
-    want = solve_disparity(
-        cost, w, max_cycles=50, moves_per_cut=per_cut, stats=host, backend="cpu"
-    )
-    got = solve_disparity(
-        cp.asarray(cost),
-        cp.asarray(w),
-        max_cycles=50,
-        moves_per_cut=per_cut,
-        stats=dev,
-        backend="gpu",
-    )
-    np.testing.assert_array_equal(got.get(), want)
-    assert dev["energies"] == host["energies"]
-    assert dev["accepted"] == host["accepted"]
-    monkeypatch.setattr(_stereo_gpu, "MIRROR_MOVES", False)
-    plain = {}
-    got = solve_disparity(
-        cp.asarray(cost),
-        cp.asarray(w),
-        max_cycles=50,
-        moves_per_cut=per_cut,
-        stats=plain,
-        backend="gpu",
-    )
-    np.testing.assert_array_equal(got.get(), want)
-    assert plain["energies"] == host["energies"]
+    host, kw = {}, {"max_cycles": 50, "moves_per_cut": per_cut}
+    want = solve_disparity(cost, w, stats=host, backend="cpu", **kw)
+    for mirror in (True, False):
+        monkeypatch.setattr(_stereo_gpu, "MIRROR_MOVES", mirror)
+        dev = {}
+        got = solve_disparity(cp.asarray(cost), cp.asarray(w), stats=dev, **kw)
+        np.testing.assert_array_equal(got.get(), want)
+        assert dev["energies"] == host["energies"]
+        assert dev["accepted"] == host["accepted"]
 
 
 @pytest.mark.gpu
