@@ -105,6 +105,24 @@ def test_gpu_8_connected_corner_pushes(monkeypatch, tile, relabel):
         _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=2, tile=tile)
 
 
+@pytest.mark.parametrize("tile", [(4, 4, 1), (32, 8, 1)])
+def test_gpu_8_connected_persistent_tail(rng, tile):
+    """The 8-connected tail schedule (persistent push grid, 4 sweeps a relabel): every
+    round persistent, with the corner pushes after each sweep, exact; the defaults
+    name it."""
+    pytest.importorskip("cupy")
+    for shape, density in (((67, 75), 0.5), ((130, 97), 1.0)):
+        src, snk, e = random_planes(rng, shape, 8, high=40, density=density)
+        want = scipy_maxflow(src, snk, e)
+        stats = _check(
+            src, snk, e, want, repeats=2, tile=tile, persist_below=10**9, tail_sweeps=5
+        )
+        assert stats["persistent_rounds"] == stats["global_relabels"] - 1 > 0
+        stats = _check(src, snk, e, want, repeats=1)
+        n = shape[0] * shape[1]
+        assert (stats["tail_sweeps"], stats["persist_below"]) == (4, n // 1024)
+
+
 @pytest.mark.parametrize("connectivity", [8, 26])
 def test_gpu_segmentation_equals_pymaxflow(connectivity):
     """Contrast-sensitive segmentation energies on a real picture (2-D) and a

@@ -87,8 +87,19 @@ _BFS_TILES = {2: (16, 16, 1), 3: (16, 4, 4)}  # tiles of the global relabel
 # astronaut 8-connected 2 MP 9.3 ms (16.6 with the tile BFS and four colours), 0.3 MP
 # 2.9 ms, 4 MP 16.7 ms; 128^3 volumes, 26-connected 10.4 ms (18.1 with the first
 # guess), 18-connected 6.0 ms (8.8)
+# 8-connected tail (fewer than n / 1024 nodes active): 4 sweeps a relabel, pushed by
+# the persistent grid (gpr_push_persist). H200, 2 MP pictures, median of 9, three
+# passes: astronaut 9.30-9.35 -> 9.23-9.28 ms, coffee 7.04 -> 6.62-6.68, rocket
+# 6.19-6.27 -> 5.94-5.99, immunohistochemistry 21.25-21.41 -> 20.15-20.70, chelsea
+# level; astronaut 4 MP 16.5-16.8 -> 15.9-16.2 (NOTES_gpu_grid.md, fifth diagonal round)
 _DIAG_SCHEDULE = {
-    8: {"tile": (32, 8, 1), "local_iters": 16, "sweeps_per_relabel": 3},
+    8: {
+        "tile": (32, 8, 1),
+        "local_iters": 16,
+        "sweeps_per_relabel": 3,
+        "tail_sweeps": 4,
+        "persist_below": 1 / 1024,
+    },
     18: {"tile": (8, 8, 8), "local_iters": 16, "sweeps_per_relabel": 2},
     26: {"tile": (8, 4, 4), "local_iters": 8, "sweeps_per_relabel": 2},
 }
@@ -1124,7 +1135,7 @@ def maxflow_grid_gpu(
         diagonal arcs ``_DIAG_SCHEDULE``).
     tail_sweeps : int, optional
         Sweeps between global relabels once fewer than ``n / 1024`` nodes are active
-        (default: ``sweeps_per_relabel``).
+        (default: ``sweeps_per_relabel``; 4 for 8-connected grids).
     tail_iters : int, optional
         Push / relabel rounds per tile and launch in those sweeps (default:
         ``local_iters``, or 32 for 2-D grids of fewer than 2**21 nodes when
@@ -1136,7 +1147,8 @@ def maxflow_grid_gpu(
     persist_below : int, optional
         Rounds that start with fewer than this many active nodes push with a
         persistent grid of resident blocks (``gpr_push_persist``) instead of one block
-        a tile; default ``n * _PERSIST_BELOW``.
+        a tile; default ``n * _PERSIST_BELOW`` (0), ``n / 1024`` for 8-connected grids
+        (their tail rounds).
     bfs_mode : int, optional
         The global relabel launch (default ``_BFS_MODE``: 0 in 2-D, 3 in 3-D; always
         0 with diagonal arcs): 0 the
@@ -1378,11 +1390,12 @@ def _schedule(shape: tuple, k: int, **knobs: Any) -> _Schedule:
             if diag
             else _SWEEPS_PER_RELABEL[ndim]
         )
+    tails = _DIAG_SCHEDULE[k] if diag else {}
     for name, default in (
-        ("tail_sweeps", kn["sweeps_per_relabel"]),
+        ("tail_sweeps", tails.get("tail_sweeps", kn["sweeps_per_relabel"])),
         ("tail_iters", kn["local_iters"]),
         ("walk_below", n * _WALK_BELOW),
-        ("persist_below", n * _PERSIST_BELOW),
+        ("persist_below", int(n * tails.get("persist_below", _PERSIST_BELOW))),
         ("bfs_mode", 0 if diag else _BFS_MODE[ndim]),
         ("incremental_below", 0),
     ):
