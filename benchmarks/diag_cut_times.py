@@ -34,53 +34,74 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def recorded_moves(unary, v, cycles):
-    """The move energies ``minimize_labels`` cuts on the GPU (host copies): those of
-    the device loop (``_stereo_gpu``) and of the host-built moves (``multilabel``)."""
-    from vision_cuts import _stereo_gpu, minimize_labels, multilabel
+    """The move energies ``minimize_labels`` cuts on the GPU (host copies), each with
+    the side of the cut it asks for: the device loop's mirrored moves (cut by
+    ``maxflow_grid_gpu(..., side="source")``), its plain ones and the host-built moves
+    (``maxflow_grid``)."""
+    from vision_cuts import _maxflow_gpu, _stereo_gpu, minimize_labels, multilabel
     from vision_cuts._backend import to_numpy
     from vision_cuts.grid import GridEnergy
 
     moves = []
-    inner = multilabel.maxflow_grid
+    inner, inner_gpu = multilabel.maxflow_grid, _maxflow_gpu.maxflow_grid_gpu
+
+    def keep(source, sink, edges, constant, side):
+        arrays = (to_numpy(a) for a in (source, sink, edges))
+        moves.append((GridEnergy._trusted(*arrays, constant), side))
+
+    inside = []  # maxflow_grid's own call of the GPU solver is not a second move
 
     def record(energy, backend="auto"):
-        arrays = (to_numpy(a) for a in (energy.source, energy.sink, energy.edges))
-        moves.append(GridEnergy._trusted(*arrays, energy.constant))
-        return inner(energy, backend=backend)
+        keep(energy.source, energy.sink, energy.edges, energy.constant, "sink")
+        inside.append(1)
+        try:
+            return inner(energy, backend=backend)
+        finally:
+            inside.pop()
+
+    def record_gpu(source, sink, edges, **kw):
+        if not inside:
+            keep(source, sink, edges, 0, kw.get("side", "sink"))
+        return inner_gpu(source, sink, edges, **kw)
 
     multilabel.maxflow_grid = _stereo_gpu.maxflow_grid = record
+    _maxflow_gpu.maxflow_grid_gpu = record_gpu
     try:
         minimize_labels(unary, v, max_cycles=cycles, backend="gpu")
     finally:
         multilabel.maxflow_grid = _stereo_gpu.maxflow_grid = inner
+        _maxflow_gpu.maxflow_grid_gpu = inner_gpu
+    if not moves:
+        raise SystemExit("no move was recorded: the GPU loop cuts by another function")
     return moves
 
 
 def time_cuts(source, energies, repeats):
+    """GPU median and worst of each cut (``energies``: (energy, side) pairs, cut as
+    the caller asked), the CPU backend's time and flow beside it."""
     import cupy
 
     from vision_cuts import maxflow_grid
-    from vision_cuts.grid import GridEnergy
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
 
     rows = []
-    for i, e in enumerate(energies):
-        dev = GridEnergy._trusted(
-            *(cupy.asarray(a) for a in (e.source, e.sink, e.edges)), e.constant
-        )
+    for i, (e, side) in enumerate(energies):
+        arrays = (e.source, e.sink, e.edges)
+        dev = [cupy.ascontiguousarray(cupy.asarray(a)) for a in arrays]
         if i == 0:  # compile and warm up
-            maxflow_grid(dev, backend="gpu")
-        times, cut = [], None
+            maxflow_grid_gpu(*dev, side=side)
+        times, flow, stats = [], None, None
         for _ in range(repeats):
             cupy.cuda.Device().synchronize()
             t = time.perf_counter()
-            cut = maxflow_grid(dev, backend="gpu")
+            flow, _, stats = maxflow_grid_gpu(*dev, side=side)
             cupy.cuda.Device().synchronize()
             times.append((time.perf_counter() - t) * 1e3)
         t = time.perf_counter()
         ref = maxflow_grid(e, backend="cpu")
         cpu_ms = (time.perf_counter() - t) * 1e3
-        if ref.flow != cut.flow:
-            raise SystemExit(f"{source} cut {i}: GPU flow {cut.flow} != CPU {ref.flow}")
+        if ref.flow != flow:
+            raise SystemExit(f"{source} cut {i}: GPU flow {flow} != CPU {ref.flow}")
         rows.append(
             {
                 "source": source,
@@ -90,8 +111,9 @@ def time_cuts(source, energies, repeats):
                 "gpu_ms": statistics.median(times),
                 "gpu_worst_ms": max(times),
                 "cpu_ms": cpu_ms,
-                "sweeps": cut.stats["sweeps"],
-                "relabels": cut.stats["global_relabels"],
+                "side": side,
+                "sweeps": stats["sweeps"],
+                "relabels": stats["global_relabels"],
             }
         )
     return rows
@@ -133,7 +155,8 @@ def main(argv=None) -> None:
                 for c in (6, 18, 26):
                     for seed in range(3):
                         uu, ww = volume_problem(n, seed=seed, connectivity=c)
-                        energies.append(grid_energy(uu, weights=ww, connectivity=c))
+                        e = grid_energy(uu, weights=ww, connectivity=c)
+                        energies.append((e, "sink"))
         got = time_cuts(source, energies, args.repeats)
         rows += got
         ms = [r["gpu_ms"] for r in got]
