@@ -73,6 +73,9 @@
 // option, not a default: benchmarks/NOTES_gpu_grid.md, sixth round): at this local round
 // a tile run raises its heights to the exact distances inside the tile (vc_relax_scan
 // of common.cuh; tile sides powers of two <= 32, as the host allows).
+// PR_BITLOOP (default 0; the host sets 1 for diagonal grids): a push round's arcs by
+// the bits of the node's admissible arcs instead of an unrolled loop over every
+// plane (vc_push_arcs below: the same pushes in the same order).
 // Shared memory per block: 2 * VC_HN * 4 + (4 * K + 1) * VC_NT bytes (26 KiB for
 // 32 x 32 in 2-D, 39 KiB for 16 x 8 x 8 in 3-D).
 #include "common.cuh"
@@ -174,6 +177,97 @@ __host__ __device__ __forceinline__ int vc_colour_slots(int ntx, int nty, int nt
 #endif
 }
 
+// PR_BITLOOP (default 0): the arcs of a push round by their bits. The admissible arcs
+// of an active node (h(v) + 1 == h(u), residual, not a corner arc) are found first, with
+// no branch, and the pushes then loop over the set bits in plane order: the same pushes
+// as the unrolled loop over all K planes, in the same order, but a warp runs the push
+// body only as often as its busiest node has admissible arcs (most have one to three),
+// not once for every plane any of its nodes can push along. The plane steps of a
+// run-time plane come from three packed constants (2 bits a plane and axis).
+#ifndef PR_BITLOOP
+#define PR_BITLOOP 0
+#endif
+__device__ __forceinline__ unsigned long long vc_pack_steps(int axis) {
+    unsigned long long p = 0ull;
+#pragma unroll
+    for (int k = 0; k < VC_K; ++k) {
+        const int s = axis == 0 ? vc_sx(k) : (axis == 1 ? vc_sy(k) : vc_sz(k));
+        p |= (unsigned long long)(s + 1) << (2 * k);
+    }
+    return p;  // a compile-time constant after unrolling
+}
+__device__ __forceinline__ int vc_step_of(unsigned long long pack, int k) {
+    return (int)((pack >> (2 * k)) & 3ull) - 1;
+}
+// The pushes of node u (this thread) along its admissible arcs, heights sh (the round's
+// buffer), after its sink push; e > 0 on entry. r[] and s_rc keep agreeing: an entry u
+// pushed along has no other writer in the round (an arc and its reverse are never both
+// admissible), so it is read back after the loop.
+__device__ __forceinline__ void vc_push_arcs(int (&r)[VC_K], vc_u64& e, int (*s_rc)[VC_NT],
+                                             unsigned char* s_touch, const int* sh,
+                                             vc_u64* __restrict__ ex, int* __restrict__ rc,
+                                             int* __restrict__ flags,
+                                             unsigned int* __restrict__ mask, int nwm,
+                                             const vc_node& a, int hh, int tile, int tx,
+                                             int ty, int nx, int ny, int ntx, int nty,
+                                             IDX_T n) {
+    const int t = a.t;
+    unsigned int adm = 0u;
+#pragma unroll
+    for (int k = 0; k < VC_K; ++k) {
+#if PR_CORNERS
+        if (k >= 4 && vc_tstep(a.lx, vc_sx(k), TILE_X) != 0 &&
+            vc_tstep(a.ly, vc_sy(k), TILE_Y) != 0)
+            continue;  // a corner arc: gpr_push_corners pushes it
+#endif
+        const int hv = sh[a.hi + vc_halo_off(k)];
+        adm |= (hv + 1 == hh && r[k] > 0 ? 1u : 0u) << k;  // hv == VC_INF never matches
+    }
+    const unsigned long long px = vc_pack_steps(0), py = vc_pack_steps(1),
+                             pz = vc_pack_steps(2);
+    unsigned int pushed = 0u;
+    while (adm != 0u && e > 0) {
+        const int k = __ffs(adm) - 1;
+        adm &= adm - 1u;
+        const int sx = vc_step_of(px, k), sy = vc_step_of(py, k), sz = vc_step_of(pz, k);
+        const int rk = s_rc[k][t];  // == r[k]
+        const int d = e < (vc_u64)rk ? (int)e : rk;
+        s_rc[k][t] = rk - d;
+        pushed |= 1u << k;
+        e -= (vc_u64)d;
+        const int qx = vc_tstep(a.lx, sx, TILE_X), qy = vc_tstep(a.ly, sy, TILE_Y),
+                  qz = vc_tstep(a.lz, sz, TILE_Z);
+        if ((qx | qy | qz) == 0) {
+            const int tv = t + (sz * TILE_Y + sy) * TILE_X + sx;
+            s_rc[k ^ 1][tv] += d;  // u is its only writer now
+            s_touch[tv] = 1;
+        } else {
+            const IDX_T v = a.g + ((IDX_T)sz * ny + sy) * nx + sx;
+            // the neighbour tile is idle and u is the only writer of this entry:
+            // atomics only so that no load stalls the round (RED)
+            atomicAdd(&ex[v], (vc_u64)d);
+            atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
+            flags[tile + (qz * nty + qy) * ntx + qx] = 1;
+#if VC_MASKS
+            if (nwm) {  // v's reverse arc is residual now, and v has excess
+                const int vx = tx * TILE_X + a.lx + sx;
+                const int vy = ty * TILE_Y + a.ly + sy;
+                const IDX_T w = (IDX_T)vy * ntx + (vx >> 5);
+                const unsigned int bit = 1u << (vx & 31);
+                atomicOr(&mask[(IDX_T)(k ^ 1) * nwm + w], bit);
+                atomicOr(&mask[(IDX_T)(VC_K + 1) * nwm + w], bit);
+            }
+#endif
+        }
+    }
+#if !VC_MASKS
+    (void)mask, (void)nwm, (void)tx, (void)ty;
+#endif
+#pragma unroll
+    for (int k = 0; k < VC_K; ++k)
+        if (pushed >> k & 1u) r[k] = s_rc[k][t];
+}
+
 // One push / relabel tile run (see the header): block-wide, ends synchronised.
 __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex,
                                              int* __restrict__ h, int* __restrict__ tcap,
@@ -258,6 +352,10 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                 tc -= d;
                 e -= (vc_u64)d;
             }
+#if PR_BITLOOP
+            if (e > 0) vc_push_arcs(r, e, s_rc, s_touch, s_h[b], ex, rc, flags, mask, nwm, a,
+                                    hh, tile, tx, ty, nx, ny, ntx, nty, n);
+#else
 #pragma unroll
             for (int k = 0; k < VC_K; ++k) {
                 if (e == 0) break;
@@ -296,6 +394,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #endif
                 }
             }
+#endif
         }
         __syncthreads();
         if (s_touch[t]) {  // collect the pushes received along the reverse of each arc

@@ -27,6 +27,7 @@ INT32_MAX = 2**31 - 1
 SMALL_TILE = {2: (4, 4, 1), 3: (4, 2, 2)}
 BIGGER = [((70, 90), 8), ((33, 65), 8), ((19, 17, 21), 18), ((19, 17, 21), 26),
           ((9, 40, 33), 26)]  # fmt: skip
+ARC_LOOP_CASES = [((45, 70), 4), ((45, 70), 8), ((11, 13, 17), 6), ((11, 13, 17), 26)]
 
 
 def _solve(src, snk, e, **kw):
@@ -121,6 +122,27 @@ def test_gpu_8_connected_persistent_tail(rng, tile):
         stats = _check(src, snk, e, want, repeats=1)
         n = shape[0] * shape[1]
         assert (stats["tail_sweeps"], stats["persist_below"]) == (4, n // 1024)
+
+
+@pytest.mark.parametrize("bitloop", [False, True])
+@pytest.mark.parametrize(("shape", "planes"), ARC_LOOP_CASES)
+def test_gpu_push_arc_loops(monkeypatch, rng, shape, planes, bitloop):
+    """Both loops of a push round over a node's arcs (the bit loop over its
+    admissible arcs, the default with diagonals, and the unrolled loop over every
+    plane) are exact with faces and diagonals, small tiles included."""
+    pytest.importorskip("cupy")
+    import vision_cuts._maxflow_gpu as mg
+
+    monkeypatch.setattr(mg, "_EXTRA_DEFINES", {"PR_BITLOOP": int(bitloop)})
+    for density in (0.5, 1.0):
+        src, snk, e = random_planes(rng, shape, planes, high=40, density=density)
+        want = scipy_maxflow(src, snk, e)
+        stats = _check(src, snk, e, want, repeats=2)
+        assert stats["push_bitloop"] == bitloop
+        _check(src, snk, e, want, repeats=1, tile=SMALL_TILE[len(shape)])
+    monkeypatch.setattr(mg, "_EXTRA_DEFINES", {})
+    stats = _check(src, snk, e, want, repeats=1)
+    assert stats["push_bitloop"] == (planes > 2 * len(shape))
 
 
 @pytest.mark.parametrize("connectivity", [8, 26])

@@ -142,6 +142,8 @@ _SMALL_2D = 1 << 20  # 2-D grids below this many nodes: one push block a SM
 _SMALL_2D_BELOW = 1 << 21
 _SMALL_2D_SCHEDULE = {"tile": (32, 8, 1), "local_iters": 16, "tail_iters": 32}
 _INIT_BLOCK = 256
+# diagonal grids: the push loops over an active node's admissible arcs (see _kernels)
+_BITLOOP = True
 _EXTRA_DEFINES: dict = {}  # benchmarking hook: more compile-time constants (both files)
 # rounds in flight: the host queues the next round before it reads the active count of
 # the last one (the kernels of a round after the count reached 0 return at once); 1 =
@@ -442,9 +444,15 @@ class _Solver:
             # tiles of 256 nodes: four (64 registers instead of 78; H100, 2 MP 9.9 ->
             # 9.3 ms, 4 MP 18.0 -> 16.7, 0.3 MP 3.0 -> 2.9)
             "PR_MIN_BLOCKS": self._push_min_blocks(small),
+            # diagonal grids push along an active node's admissible arcs by their bits
+            # (PR_BITLOOP of grid_push_relabel.cu; H200: 8-connected 2 MP 2-5 %
+            # faster, 26-connected 128^3 10.0 -> 7.5 ms); with 4 or 6 planes the
+            # unrolled loop is the faster (2 MP 4-connected 4.7 against 5.1 ms)
+            "PR_BITLOOP": int(_BITLOOP and self.diag),
             **_EXTRA_DEFINES,
         }
         self.push_min_blocks = int(defines["PR_MIN_BLOCKS"])
+        self.bitloop = bool(int(defines["PR_BITLOOP"]))
         pr = get_module("grid_push_relabel.cu", defines)
         # gbfs_level's block and words a thread (the host sizes its regions by them)
         bfs_defines = {"LV_NT": _LV_NT, "LV_NPER": _LV_NPER, **defines}
@@ -1047,6 +1055,7 @@ def _get_solver(
         _BFS_LEVEL_L,
         _BFS_LEVEL_DIAG_MAX_NODES,
         _DIAG_CORNERS,
+        _BITLOOP,
         _TRACK_MASKS,
         cupy.cuda.Device().id,
     )
@@ -1576,6 +1585,7 @@ def _solve_stats(solver: _Solver, sched: _Schedule, rounds: _Rounds, secs: float
         "incremental_relabels": sum(1 for p in ran if p[5]),
         "pipeline": rounds.depth,
         "push_min_blocks": solver.push_min_blocks,
+        "push_bitloop": solver.bitloop,
         "bfs_blocks": solver.fused_blocks if sched.bfs_mode else solver.bfs_blocks,
         "bfs_warp": solver.bfs_warp and not sched.bfs_mode,
         "level_bfs": level,
