@@ -199,6 +199,43 @@ __device__ __forceinline__ unsigned long long vc_pack_steps(int axis) {
 __device__ __forceinline__ int vc_step_of(unsigned long long pack, int k) {
     return (int)((pack >> (2 * k)) & 3ull) - 1;
 }
+// Node a has pushed d along plane k (step sx, sy, sz; constants where k is): the
+// reverse residual entry and the receiver's excess, in shared memory inside the tile,
+// else in global memory with the receiver's tile flagged (and its mask bits set).
+__device__ __forceinline__ void vc_push_along(int k, int sx, int sy, int sz, int d,
+                                              int (*s_rc)[VC_NT], unsigned char* s_touch,
+                                              vc_u64* __restrict__ ex, int* __restrict__ rc,
+                                              int* __restrict__ flags,
+                                              unsigned int* __restrict__ mask, int nwm,
+                                              const vc_node& a, int tile, int tx, int ty,
+                                              int nx, int ny, int ntx, int nty, IDX_T n) {
+    if (vc_tstep(a.lx, sx, TILE_X) == 0 && vc_tstep(a.ly, sy, TILE_Y) == 0 &&
+        vc_tstep(a.lz, sz, TILE_Z) == 0) {
+        const int tv = a.t + (sz * TILE_Y + sy) * TILE_X + sx;
+        s_rc[k ^ 1][tv] += d;  // u is its only writer now
+        s_touch[tv] = 1;
+        return;
+    }
+    const IDX_T v = a.g + ((IDX_T)sz * ny + sy) * nx + sx;
+    // the neighbour tile is idle and u is the only writer of this entry: atomics only so
+    // that no load stalls the round (RED)
+    atomicAdd(&ex[v], (vc_u64)d);
+    atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
+    flags[tile + (vc_tstep(a.lz, sz, TILE_Z) * nty + vc_tstep(a.ly, sy, TILE_Y)) * ntx +
+          vc_tstep(a.lx, sx, TILE_X)] = 1;
+#if VC_MASKS
+    if (nwm) {  // v's reverse arc is residual now, and v has excess
+        const int vx = tx * TILE_X + a.lx + sx;
+        const int vy = ty * TILE_Y + a.ly + sy;
+        const IDX_T w = (IDX_T)vy * ntx + (vx >> 5);
+        const unsigned int bit = 1u << (vx & 31);
+        atomicOr(&mask[(IDX_T)(k ^ 1) * nwm + w], bit);
+        atomicOr(&mask[(IDX_T)(VC_K + 1) * nwm + w], bit);
+    }
+#else
+    (void)mask, (void)nwm, (void)tx, (void)ty;
+#endif
+}
 // The pushes of node u (this thread) along its admissible arcs, heights sh (the round's
 // buffer), after its sink push; e > 0 on entry. r[] and s_rc keep agreeing: an entry u
 // pushed along has no other writer in the round (an arc and its reverse are never both
@@ -235,34 +272,9 @@ __device__ __forceinline__ void vc_push_arcs(int (&r)[VC_K], vc_u64& e, int (*s_
         s_rc[k][t] = rk - d;
         pushed |= 1u << k;
         e -= (vc_u64)d;
-        const int qx = vc_tstep(a.lx, sx, TILE_X), qy = vc_tstep(a.ly, sy, TILE_Y),
-                  qz = vc_tstep(a.lz, sz, TILE_Z);
-        if ((qx | qy | qz) == 0) {
-            const int tv = t + (sz * TILE_Y + sy) * TILE_X + sx;
-            s_rc[k ^ 1][tv] += d;  // u is its only writer now
-            s_touch[tv] = 1;
-        } else {
-            const IDX_T v = a.g + ((IDX_T)sz * ny + sy) * nx + sx;
-            // the neighbour tile is idle and u is the only writer of this entry:
-            // atomics only so that no load stalls the round (RED)
-            atomicAdd(&ex[v], (vc_u64)d);
-            atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
-            flags[tile + (qz * nty + qy) * ntx + qx] = 1;
-#if VC_MASKS
-            if (nwm) {  // v's reverse arc is residual now, and v has excess
-                const int vx = tx * TILE_X + a.lx + sx;
-                const int vy = ty * TILE_Y + a.ly + sy;
-                const IDX_T w = (IDX_T)vy * ntx + (vx >> 5);
-                const unsigned int bit = 1u << (vx & 31);
-                atomicOr(&mask[(IDX_T)(k ^ 1) * nwm + w], bit);
-                atomicOr(&mask[(IDX_T)(VC_K + 1) * nwm + w], bit);
-            }
-#endif
-        }
+        vc_push_along(k, sx, sy, sz, d, s_rc, s_touch, ex, rc, flags, mask, nwm, a, tile, tx,
+                      ty, nx, ny, ntx, nty, n);
     }
-#if !VC_MASKS
-    (void)mask, (void)nwm, (void)tx, (void)ty;
-#endif
 #pragma unroll
     for (int k = 0; k < VC_K; ++k)
         if (pushed >> k & 1u) r[k] = s_rc[k][t];
@@ -371,28 +383,8 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                 r[k] -= d;
                 s_rc[k][t] = r[k];
                 e -= (vc_u64)d;
-                if (vc_in_tile(a, k)) {
-                    const int tv = t + vc_local_off(k);
-                    s_rc[k ^ 1][tv] += d;  // u is its only writer now
-                    s_touch[tv] = 1;
-                } else {
-                    const IDX_T v = a.g + vc_grid_off(k, nx, ny);
-                    // the neighbour tile is idle and u is the only writer of this
-                    // entry: atomics only so that no load stalls the round (RED)
-                    atomicAdd(&ex[v], (vc_u64)d);
-                    atomicAdd(&rc[(IDX_T)(k ^ 1) * n + v], d);
-                    flags[tile + vc_nb_tile_off(a, k, ntx, nty)] = 1;
-#if VC_MASKS
-                    if (nwm) {  // v's reverse arc is residual now, and v has excess
-                        const int vx = tx * TILE_X + a.lx + vc_sx(k);
-                        const int vy = ty * TILE_Y + a.ly + vc_sy(k);
-                        const IDX_T w = (IDX_T)vy * ntx + (vx >> 5);
-                        const unsigned int bit = 1u << (vx & 31);
-                        atomicOr(&mask[(IDX_T)(k ^ 1) * nwm + w], bit);
-                        atomicOr(&mask[(IDX_T)(VC_K + 1) * nwm + w], bit);
-                    }
-#endif
-                }
+                vc_push_along(k, vc_sx(k), vc_sy(k), vc_sz(k), d, s_rc, s_touch, ex, rc,
+                              flags, mask, nwm, a, tile, tx, ty, nx, ny, ntx, nty, n);
             }
 #endif
         }
