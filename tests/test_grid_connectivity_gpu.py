@@ -28,6 +28,7 @@ SMALL_TILE = {2: (4, 4, 1), 3: (4, 2, 2)}
 BIGGER = [((70, 90), 8), ((33, 65), 8), ((19, 17, 21), 18), ((19, 17, 21), 26),
           ((9, 40, 33), 26)]  # fmt: skip
 ARC_LOOP_CASES = [((45, 70), 4), ((45, 70), 8), ((11, 13, 17), 6), ((11, 13, 17), 26)]
+HUB_CASES = [((9, 11), 4), ((9, 11), 8), ((7, 9, 8), 6), ((7, 9, 8), 26)]
 
 
 def _solve(src, snk, e, **kw):
@@ -225,6 +226,37 @@ def test_gpu_diagonals_large_capacities(rng):
         g = grid_graph(src, snk, e)
         want = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]
         _check(src, snk, e, want)
+
+
+@pytest.mark.parametrize(("shape", "planes"), HUB_CASES)
+def test_gpu_excess_beyond_32_bits(rng, shape, planes):
+    """Excess beyond 32 bits: hubs that receive up to K * (2**31 - 1) in one local
+    round, from every neighbour at once (inside a tile and across tile borders), and
+    random grids near int32 max, against the CPU solver."""
+    pytest.importorskip("cupy")
+    nd = len(shape)
+    steps = [np.array(direction_step(k, nd)) for k in range(planes)]
+    src = np.full(shape, INT32_MAX, np.int64)
+    snk = np.zeros(shape, np.int64)
+    e = np.zeros((planes, *shape), np.int64)
+    for hub in ((2,) * nd, tuple(np.array(shape) - 3)):
+        hub = np.array(hub)
+        src[tuple(hub)] = 0
+        snk[tuple(hub)] = INT32_MAX
+        for k, st in enumerate(steps):  # the neighbour hub - st pushes along plane k
+            e[(k, *(hub - st))] = INT32_MAX
+            e[(k ^ 1, *hub)] = 0
+    g = grid_graph(src, snk, e)
+    want = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]
+    assert want == 2 * INT32_MAX
+    for tile in (None, SMALL_TILE[nd]):
+        _check(src, snk, e, want, tile=tile)
+    src = rng.integers(INT32_MAX // 2, INT32_MAX, size=shape, endpoint=True)
+    snk = rng.integers(0, INT32_MAX, size=shape, endpoint=True)
+    snk[rng.random(shape) < 0.7] = 0
+    e = rng.integers(0, INT32_MAX // 2, size=(planes, *shape), endpoint=True)
+    g = grid_graph(src, snk, e)
+    _check(src, snk, e, maxflow_grid_cpu(g.source, g.sink, g.edges)[0])
 
 
 def test_gpu_diagonal_arguments():
