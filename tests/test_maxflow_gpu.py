@@ -208,6 +208,40 @@ def test_the_2d_schedule_by_grid_size(rng, monkeypatch):
         assert got == want
 
 
+def test_3d_long_solves_take_the_tail_pace_after_three_rounds(rng):
+    """6-connected 3-D grids run the tail pace (4 sweeps a relabel) in every round after
+    the third: an Ishikawa-style graph (columns with infinite backward arcs, the flow
+    running up them) needs many rounds; exact, and the work counters show the pace."""
+    _cupy()
+    from vision_cuts.stereo import _ISHIKAWA_INF
+
+    layers, m, n = 24, 20, 22
+    src = np.zeros((layers, m, n), np.int64)
+    snk = np.zeros((layers, m, n), np.int64)
+    cost = rng.integers(0, 60, size=(layers + 1, m, n))
+    src[0], snk[-1] = cost[0], cost[-1]
+    e = np.zeros((6, layers, m, n), np.int64)
+    w = rng.integers(0, 25, size=(2, m, n))
+    e[0, :, :, :-1] = w[0][None, :, :-1]
+    e[1, :, :, 1:] = w[0][None, :, :-1]
+    e[2, :, :-1, :] = w[1][None, :-1, :]
+    e[3, :, 1:, :] = w[1][None, :-1, :]
+    e[4, :-1] = cost[1:-1]
+    e[5, 1:] = _ISHIKAWA_INF
+    g = grid_graph(src, snk, e)
+    f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+    f, labels, st = _solve_gpu(g)
+    assert f == f_cpu and g.energy(labels.get()) == f
+    assert (st["tail_after"], st["tail_sweeps"], st["sweeps_per_relabel"]) == (3, 4, 1)
+    rounds = st["global_relabels"] - 1
+    assert rounds > 3
+    # rounds 1-3 one sweep each (or four in the tail), every later one four
+    assert 3 + 4 * (rounds - 3) <= st["sweeps"] <= 4 * rounds
+    # given settings win over the pace
+    f, labels, st = _solve_gpu(g, tail_sweeps=1)
+    assert f == f_cpu and st["sweeps"] == st["global_relabels"] - 1
+
+
 def test_incremental_relabels_by_default_on_large_2d_grids(rng, monkeypatch):
     """The default turns incremental relabels on for 2-D grids from _INCR_MIN_NODES
     nodes (lowered here so that a small grid qualifies), not for 3-D ones."""

@@ -132,6 +132,16 @@ _BFS_WARPS = 8
 # defaults per grid dimension, measured on an H200 (benchmarks/NOTES_gpu_grid.md)
 _LOCAL_ITERS = {2: 32, 3: 16}
 _SWEEPS_PER_RELABEL = {2: 2, 3: 1}
+# face-only grids: the tail pace (``tail_sweeps`` a relabel) also in every round after
+# the first ``tail_after``, not only once fewer than n / 1024 nodes are active. 6-
+# connected volumes end within four or five relabels at one sweep a relabel, while
+# graphs with long paths (Ishikawa's stereo graphs, whose flow runs up the label axis,
+# and 3-D multi-label moves) take dozens of rounds and do better with more sweeps
+# between their dear relabels (H200: motorcycle's Ishikawa graph 259 -> 170 ms, teddy
+# 82 -> 47, the other Middlebury sets 20-30 % less; 96^3 x 32-label moves 7-11 %
+# less; 64^3 to 256^3 volume segmentations unchanged; benchmarks/NOTES_gpu_grid.md)
+_FACE_TAILS: dict = {3: {"tail_sweeps": 4, "tail_after": 3}}
+_NEVER = 1 << 62
 _SMALL_2D = 1 << 20  # 2-D grids below this many nodes: one push block a SM
 # 2-D grids below this many nodes (where the level BFS relabels): push tiles of 32 x 8
 # (a quarter of the nodes a launch and a barrier), 16 local rounds (32 in the tail),
@@ -1144,7 +1154,8 @@ def maxflow_grid_gpu(
         diagonal arcs ``_DIAG_SCHEDULE``).
     tail_sweeps : int, optional
         Sweeps between global relabels once fewer than ``n / 1024`` nodes are active
-        (default: ``sweeps_per_relabel``; 4 for 8-connected grids).
+        (default: ``sweeps_per_relabel``; 4 for 8-connected grids), and in 3-D grids
+        without diagonals in every round after the third (default 4 there).
     tail_iters : int, optional
         Push / relabel rounds per tile and launch in those sweeps (default:
         ``local_iters``, or 32 for 2-D grids of fewer than 2**21 nodes when
@@ -1294,12 +1305,14 @@ class _Schedule:
     bfs_mode: int
     incremental_below: int
     track: bool  # keep the distances of the last relabel (incremental relabels)
+    tail_after: int  # from this round on, the tail pace whatever the active count
 
-    def round_key(self, last: int) -> tuple:
-        """The launches of the round after a relabel that left ``last`` active
-        nodes: (sweeps, local rounds, walks, persistent push, BFS mode,
-        incremental relabel, keep the distances); a round's CUDA graph key."""
-        tail = last * 1024 < self.n
+    def round_key(self, last: int, index: int) -> tuple:
+        """The launches of round ``index`` (1 = the first after the first global
+        relabel), after a relabel that left ``last`` active nodes: (sweeps, local
+        rounds, walks, persistent push, BFS mode, incremental relabel, keep the
+        distances); a round's CUDA graph key."""
+        tail = last * 1024 < self.n or index > self.tail_after
         pace = (
             (self.tail_sweeps, self.tail_iters)
             if tail
@@ -1399,7 +1412,8 @@ def _schedule(shape: tuple, k: int, **knobs: Any) -> _Schedule:
             if diag
             else _SWEEPS_PER_RELABEL[ndim]
         )
-    tails = _DIAG_SCHEDULE[k] if diag else {}
+    tails = _DIAG_SCHEDULE[k] if diag else _FACE_TAILS.get(ndim, {})
+    kn["tail_after"] = int(tails.get("tail_after", _NEVER))
     for name, default in (
         ("tail_sweeps", tails.get("tail_sweeps", kn["sweeps_per_relabel"])),
         ("tail_iters", kn["local_iters"]),
@@ -1507,7 +1521,7 @@ class _Rounds:
         launched = 0
         while True:
             while len(inflight) < self.depth:
-                key = sched.round_key(history[-1] if history else sched.n)
+                key = sched.round_key(history[-1] if history else sched.n, launched + 1)
                 self._launch(key)
                 launched += 1
                 plan.append(key)
@@ -1576,6 +1590,7 @@ def _solve_stats(solver: _Solver, sched: _Schedule, rounds: _Rounds, secs: float
         "bfs_tile": sched.bfs_tile,
         "graph": rounds.used_graph,
         "tail_iters": sched.tail_iters,
+        "tail_after": sched.tail_after if sched.tail_after < _NEVER else None,
         "walk_below": sched.walk_below,
         "walks": sum(1 for p in ran if p[2]),
         "persist_below": sched.persist_below,
