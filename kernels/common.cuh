@@ -189,14 +189,10 @@ __device__ __forceinline__ void vc_tile_of_block(int b, int ntx, int nty, int& t
     tz = r / nty;
 }
 
-// Offset of the neighbour in direction k: in the halo box, inside the tile, in the grid.
+// Offset of the neighbour in direction k: in the halo box, in the grid.
 // k is a compile-time constant after unrolling.
 __device__ __forceinline__ int vc_halo_off(int k) {
     return (vc_sz(k) * VC_HY + vc_sy(k)) * VC_HX + vc_sx(k);
-}
-
-__device__ __forceinline__ int vc_local_off(int k) {
-    return (vc_sz(k) * TILE_Y + vc_sy(k)) * TILE_X + vc_sx(k);
 }
 
 __device__ __forceinline__ IDX_T vc_grid_off(int k, int nx, int ny) {

@@ -1305,7 +1305,7 @@ class _Schedule:
     bfs_mode: int
     incremental_below: int
     track: bool  # keep the distances of the last relabel (incremental relabels)
-    tail_after: int  # from this round on, the tail pace whatever the active count
+    tail_after: int  # rounds after this many take the tail pace, whatever is active
 
     def round_key(self, last: int, index: int) -> tuple:
         """The launches of round ``index`` (1 = the first after the first global
