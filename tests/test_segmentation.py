@@ -326,6 +326,39 @@ def test_grabcut_eight_neighbours():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("shape", "connectivity"), [((37, 41), 4), ((37, 41), 8), ((9, 11, 10), 6),
+                                ((9, 11, 10), 26)]
+)  # fmt: skip
+def test_segment_gpu_numpy_in(rng, shape, connectivity):
+    """NumPy costs on the GPU backend (the energy built on the device): NumPy labels
+    with the CPU backend's minimum energy; integer weights, a pairwise matrix, floating
+    costs with a scale; bad costs get the host path's errors."""
+    from vision_cuts import grid_energy
+
+    d = connectivity // 2
+    unary = rng.integers(-30, 30, size=(*shape, 2))
+    weights = rng.integers(0, 5, size=(d, *shape))
+    for kw in ({}, {"pairwise": np.array([[0, 3], [2, 0]])}):
+        want = segment(unary, weights, connectivity=connectivity, backend="cpu", **kw)
+        got = segment(unary, weights, connectivity=connectivity, backend="gpu", **kw)
+        assert isinstance(got, np.ndarray) and got.dtype == np.uint8
+        e = grid_energy(unary, kw.get("pairwise"), weights=weights,
+                        connectivity=connectivity)  # fmt: skip
+        assert e.energy(got) == e.energy(want)
+    fu = unary / 4.0
+    want = segment(fu, weights, connectivity=connectivity, scale=4, backend="cpu")
+    got = segment(fu, weights, connectivity=connectivity, scale=4, backend="gpu")
+    # scale quantises the weights too (no pairwise matrix)
+    e = grid_energy(fu, weights=weights, connectivity=connectivity, scale=4)
+    assert e.energy(got) == e.energy(want)
+    with pytest.raises(TypeError, match="floating dtype"):
+        segment(fu, weights, connectivity=connectivity, backend="gpu")
+    with pytest.raises(TypeError, match="integer dtype"):
+        segment(unary.astype(bool), weights, connectivity=connectivity, backend="gpu")
+
+
+@pytest.mark.gpu
 def test_grabcut_gpu_eight_neighbours():
     """8-connected GrabCut on the device (diagonal weights cut to the window by
     gc_window_weights, the cut by the diagonal push-relabel) agrees with the CPU."""

@@ -54,7 +54,7 @@ def maxflow_grid(
     edges : ndarray, shape (K, *grid), optional
         Directed arc capacities, planes +x, -x, +y, -y (+z, -z), x the last axis; 8
         planes in 2-D or 18 / 26 in 3-D add the diagonal neighbours
-        (:mod:`vision_cuts.grid`), on the CPU backend (``"auto"`` picks it for them).
+        (:mod:`vision_cuts.grid`), on either backend.
     scale : float, optional
         Quantise floating capacities to ``round(value * scale)`` (arrays only).
     backend : {"auto", "cpu", "gpu"}
