@@ -18,6 +18,7 @@ from PyQt5.QtWidgets import (
 
 import vision_cuts
 from vision_cuts.cli import colorize_disparity
+from vision_cuts.stereo import METHODS
 
 from .widgets import ImageView, WorkerTab, as_rgb8, load_image
 
@@ -60,7 +61,7 @@ class StereoTab(WorkerTab):
         self.scale_box.setCurrentText("1/2 size")
         self.scale_box.currentIndexChanged.connect(self._on_scale)
         self.method_box = QComboBox()
-        self.method_box.addItems(["expansion", "ishikawa"])
+        self.method_box.addItems(list(METHODS))
         self.max_disp = QSpinBox()
         self.max_disp.setRange(1, 1024)
         self.max_disp.setValue(32)

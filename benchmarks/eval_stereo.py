@@ -16,7 +16,8 @@ per cut), for several ``moves_per_cut`` and ``tol`` settings.
 Usage::
 
     python benchmarks/eval_stereo.py [--data DIR] [--sets tsukuba venus ...]
-        [--methods expansion ishikawa sgbm] [--backend cpu gpu] [--json out.json]
+        [--methods expansion ishikawa ishikawa_pyramid sgbm] [--backend cpu gpu]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from vision_cuts import stereo_disparity
 from vision_cuts._backend import gpu_name, machine_description
 from vision_cuts.datasets import middlebury as mb
 from vision_cuts.stereo import GPU_MOVES_PER_CUT
+from vision_cuts.stereo import METHODS as STEREO_METHODS
 
-METHODS = ("expansion", "ishikawa", "sgbm")
+METHODS = (*STEREO_METHODS, "sgbm")
 # pairs that ship with scikit-image (no download, no VISION_CUTS_DATA)
 BUILT_IN = ("motorcycle",)
 
@@ -88,9 +90,9 @@ def run_once(sample: mb.StereoSample, method: str, backend: str, **kw) -> np.nda
 
 def run(
     sample: mb.StereoSample, method: str, backend: str, repeat: int, warm: set, **kw
-) -> tuple[np.ndarray, float]:
-    """Disparity and median seconds of ``repeat`` runs (one untimed run first per
-    (method, backend))."""
+) -> tuple[np.ndarray, float, float]:
+    """Disparity, median and worst seconds of ``repeat`` runs (one untimed run first
+    per (method, backend))."""
     if (method, backend) not in warm:
         run_once(sample, method, backend, **kw)
         warm.add((method, backend))
@@ -99,7 +101,7 @@ def run(
         t0 = time.perf_counter()
         d = run_once(sample, method, backend, **kw)
         times.append(time.perf_counter() - t0)
-    return d, statistics.median(times)
+    return d, statistics.median(times), max(times)
 
 
 def gpu_breakdown(name: str, sample: mb.StereoSample, repeat: int = 5) -> list[dict]:
@@ -221,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict:
             else:
                 repeat = args.repeat or (5 if backend == "gpu" else 1)
             extra = {} if method == "sgbm" else kw
-            d, secs = run(sample, method, backend, repeat, warm, **extra)
+            d, secs, worst = run(sample, method, backend, repeat, warm, **extra)
             row = {
                 "set": name,
                 "method": method,
@@ -229,13 +231,15 @@ def main(argv: list[str] | None = None) -> dict:
                 "bad1": mb.bad_pixel_rate(d, sample.gt_disparity, 1.0),
                 "bad2": mb.bad_pixel_rate(d, sample.gt_disparity, 2.0),
                 "time_s": secs,
+                "worst_s": worst,
                 "max_disp": sample.max_disp,
                 "shape": list(sample.left.shape[:2]),
             }
             rows.append(row)
             print(
-                f"{name:8s} {method:10s} {backend:4s} bad-1.0 {row['bad1']:6.2f}%  "
-                f"bad-2.0 {row['bad2']:6.2f}%  {secs * 1e3:9.1f} ms",
+                f"{name:8s} {method:16s} {backend:4s} bad-1.0 {row['bad1']:6.2f}%  "
+                f"bad-2.0 {row['bad2']:6.2f}%  {secs * 1e3:9.1f} ms (worst "
+                f"{worst * 1e3:.1f})",
                 flush=True,
             )
     labels = [f"{m}/{b}" if m != "sgbm" else m for m, b in columns]

@@ -32,6 +32,18 @@
 //   stereo_accept    labels = that proposal, if *e_new < *e_cur.
 //   stereo_commit    one thread: *e_cur = min(*e_cur, *e_new), *accepted += 1 where it
 //                    dropped; *e_new = 0.
+// The Ishikawa pyramid (stereo._window_cut on the device):
+//   ishikawa_window  one thread a pixel p: the Ishikawa graph of the labels base[p] +
+//                    r * step, r = 0 .. K-1 (K >= 2): the window costs (the rounded
+//                    mean of cost[l - step/2 .. l + step/2] within [0, D); outside
+//                    [0, D) the pixel's largest cost plus (step * its pair weights + 1)
+//                    a step beyond), plus slope * r, slope = sum over the neighbours q
+//                    whose base differs from p's by at least (K-1) step of w_pq * step
+//                    * sign(base_p - base_q), minus the column's least; writes source
+//                    (K-1, M, N), sink and the 6 arc planes (K-1, M, N) of every layer
+//                    (pair arcs w_pq * step between neighbours with closer bases, +z the
+//                    costs, -z VC_ISH_INF), and adds the column's C[0] to bound[0] and
+//                    its largest C to cmax[0] (atomically; the host checks both).
 // The move and energy kernels also serve vision_cuts.minimize_labels on the device
 // (2-D and 3-D grids, 4 / 6 neighbours, any metric V as a matrix).
 // Layouts: images (M, N, C) float32 C order; codes (M, N) uint64; cost (D, P, M, N) C
@@ -317,5 +329,102 @@ extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur,
             *accepted += 1;
         }
         *e_new = 0;
+    }
+}
+
+// ---- the Ishikawa pyramid's window graphs -------------------------------------------
+#define VC_ISH_INF (1 << 30)  // stereo._ISHIKAWA_INF
+
+// the window cost of label l at pixel p (see ishikawa_window)
+__device__ __forceinline__ long long ish_window_cost(const int* __restrict__ cost, int p,
+                                                     int mn, int D, long long l, int half,
+                                                     int step, long long top,
+                                                     long long pen) {
+    if (l < 0 || l >= D) {
+        const long long out = l < 0 ? -l : l - (D - 1);
+        return top + (out + step - 1) / step * pen;
+    }
+    const int lo = max(0, (int)l - half), hi = min(D, (int)l + half + 1);
+    long long sum = 0;
+    for (int k = lo; k < hi; ++k) sum += cost[(long long)k * mn + p];
+    const long long num = 2 * sum + (hi - lo), den = 2 * (long long)(hi - lo);
+    const long long q = num / den;  // the mean rounded half up: floor(num / den)
+    return (num % den != 0 && num < 0) ? q - 1 : q;
+}
+
+extern "C" __global__ void ishikawa_window(const int* __restrict__ cost,
+                                           const long long* __restrict__ base,
+                                           const int* __restrict__ w, int D, int m, int n,
+                                           int step, int K, int* __restrict__ source,
+                                           int* __restrict__ sink, int* __restrict__ edges,
+                                           unsigned long long* __restrict__ bound,
+                                           int* __restrict__ cmax) {
+    const int mn = m * n;
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= mn) return;
+    const int y = p / n, x = p - y * n;
+    const long long b = base[p];
+    const long long far = (long long)(K - 1) * step;
+    // the four pairs: neighbour index, weight, whether it exists
+    const int qs[4] = {p + 1, p - 1, p + n, p - n};
+    const bool has[4] = {x + 1 < n, x > 0, y + 1 < m, y > 0};
+    long long wq[4];
+    wq[0] = has[0] ? w[p] : 0;
+    wq[1] = has[1] ? w[p - 1] : 0;
+    wq[2] = has[2] ? w[mn + p] : 0;
+    wq[3] = has[3] ? w[mn + p - n] : 0;
+    long long slope = 0, wsum = 0;
+    int arc[4];
+    for (int k = 0; k < 4; ++k) {
+        wsum += wq[k];
+        arc[k] = 0;
+        if (!has[k]) continue;
+        const long long diff = b - base[qs[k]];
+        if (diff >= far || -diff >= far) {
+            slope += (diff > 0 ? 1 : -1) * wq[k] * step;
+        } else {
+            arc[k] = (int)(wq[k] * step);
+        }
+    }
+    const int half = step / 2;
+    const long long pen = step * wsum + 1;
+    long long top = 0;
+    if (b < 0 || b + far >= D) {  // a label outside [0, D): the pixel's largest cost
+        top = cost[p];
+        for (int k = 1; k < D; ++k) top = max(top, (long long)cost[(long long)k * mn + p]);
+    }
+    long long lo = 0x7fffffffffffffffLL;
+    for (int r = 0; r < K; ++r) {
+        const long long c =
+            ish_window_cost(cost, p, mn, D, b + (long long)r * step, half, step, top, pen) +
+            slope * r;
+        lo = min(lo, c);
+    }
+    const int L = K - 1;  // layers
+    long long hi = 0;
+    for (int r = 0; r < K; ++r) {
+        const long long c =
+            ish_window_cost(cost, p, mn, D, b + (long long)r * step, half, step, top, pen) +
+            slope * r - lo;
+        hi = max(hi, c);
+        const int cc = (int)min(c, 0x7fffffffLL);
+        if (r == 0) {
+            atomicAdd(bound, (unsigned long long)c);
+            source[p] = cc;
+        }
+        if (r == L) sink[(long long)(L - 1) * mn + p] = cc;
+        if (r >= 1 && r < L) edges[(4LL * L + (r - 1)) * mn + p] = cc;  // +z of layer r-1
+    }
+    atomicMax(cmax, (int)min(hi, 0x7fffffffLL));
+    for (int k = 0; k < L; ++k) {
+        const long long g = (long long)k * mn + p;
+        if (k > 0) source[g] = 0;
+        if (k < L - 1) sink[g] = 0;
+        edges[0LL * L * mn + g] = arc[0];
+        edges[1LL * L * mn + g] = arc[1];
+        edges[2LL * L * mn + g] = arc[2];
+        edges[3LL * L * mn + g] = arc[3];
+        if (k == L - 1) edges[4LL * L * mn + g] = 0;
+        edges[5LL * L * mn + g] = k > 0 ? VC_ISH_INF : 0;
     }
 }

@@ -249,6 +249,25 @@ def test_cli_stereo_outputs(tmp_path, capsys):
     assert "disparity of a 60x40 pair" in capsys.readouterr().out
 
 
+def test_cli_stereo_pyramid(tmp_path):
+    import cv2
+
+    from vision_cuts import cli
+    from vision_cuts.io import read_pfm
+
+    rng = np.random.default_rng(6)
+    tex = (rng.random((40, 90, 3)) * 255).astype(np.uint8)
+    left, right = tex[:, :80], tex[:, 9:89]  # disparity 9
+    lp, rp, pfm = tmp_path / "l.png", tmp_path / "r.png", tmp_path / "d.pfm"
+    cv2.imwrite(str(lp), left[..., ::-1])
+    cv2.imwrite(str(rp), right[..., ::-1])
+    argv = ["stereo", str(lp), str(rp), "--max-disparity", "33", "--method",
+            "ishikawa_pyramid", "--pfm", str(pfm), "--backend", "cpu"]  # fmt: skip
+    assert cli.main(argv) == 0  # 34 labels: first step 2
+    disp = read_pfm(pfm)
+    assert (np.abs(disp[:, 33:] - 9) <= 1).mean() > 0.95
+
+
 @pytest.mark.parametrize(
     ("argv", "match"),
     [
@@ -454,10 +473,196 @@ def test_solver_bad_inputs(rng):
         )
 
 
-@pytest.mark.parametrize("method", ["expansion", "ishikawa"])
+# ---- the Ishikawa pyramid ------------------------------------------------------------
+
+
+def _window_cost_oracle(cost, base, step, count):
+    """The window costs of stereo._window_costs, written directly: (count, M, N), None
+    where a label lies outside [0, D)."""
+    ndisp, m, n = cost.shape
+    out = np.empty((count, m, n), dtype=object)
+    for r in range(count):
+        for y in range(m):
+            for x in range(n):
+                lab = int(base[y, x]) + r * step
+                if not 0 <= lab < ndisp:
+                    out[r, y, x] = None
+                    continue
+                lo, hi = max(0, lab - step // 2), min(ndisp, lab + step // 2 + 1)
+                vals = cost[lo:hi, y, x].astype(np.int64)
+                out[r, y, x] = (2 * int(vals.sum()) + len(vals)) // (2 * len(vals))
+    return out
+
+
+def _window_brute_force(cost, w, base, step, count):
+    """Least energy over every labelling base + r * step (r < count) inside [0, D)."""
+    wc = _window_cost_oracle(cost, base, step, count)
+    m, n = base.shape
+    best = None
+    for flat in itertools.product(range(count), repeat=m * n):
+        r = np.array(flat).reshape(m, n)
+        if any(wc[r[y, x], y, x] is None for y in range(m) for x in range(n)):
+            continue
+        d = base + step * r
+        e = sum(wc[r[y, x], y, x] for y in range(m) for x in range(n))
+        e += int((w[0, :, :-1] * np.abs(d[:, :-1] - d[:, 1:])).sum())
+        e += int((w[1, :-1, :] * np.abs(d[:-1, :] - d[1:, :])).sum())
+        if best is None or e < best:
+            best = e
+    return best
+
+
+def _window_energy(cost, w, base, step, count, d):
+    wc = _window_cost_oracle(cost, base, step, count)
+    r = (d - base) // step
+    assert ((d - base) % step == 0).all() and r.min() >= 0 and r.max() < count
+    e = sum(wc[r[y, x], y, x] for y in range(d.shape[0]) for x in range(d.shape[1]))
+    e += int((w[0, :, :-1] * np.abs(d[:, :-1] - d[:, 1:])).sum())
+    e += int((w[1, :-1, :] * np.abs(d[:-1, :] - d[1:, :])).sum())
+    return e
+
+
+def _window_problem(rng, ndisp, m, n, step, count):
+    """Costs and weights, and bases that are multiples of (count - 1) * step (so that
+    neighbours with different bases are at least that far apart), some of them
+    reaching outside [0, D)."""
+    cost, w = _random_problem(rng, ndisp, m, n)
+    span = (count - 1) * step
+    shift = step * (count // 2)
+    # every window holds a label inside [0, D); the first and last cross its ends
+    base = span * rng.integers(0, (ndisp - 1 + shift) // span + 1, (m, n)) - shift
+    return cost, w, base.astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    "ndisp, shape, step, count",
+    [(7, (2, 3), 1, 3), (9, (2, 3), 2, 3), (9, (3, 3), 1, 3), (13, (2, 2), 2, 4)],
+)
+def test_window_cut_is_the_minimum_over_the_windows(rng, ndisp, shape, step, count):
+    from vision_cuts.stereo import _window_cut
+
+    for _ in range(4):
+        cost, w, base = _window_problem(rng, ndisp, *shape, step, count)
+        d = _window_cut(cost, w, base, step, count, "cpu")
+        assert d.min() >= 0 and d.max() < ndisp
+        assert _window_energy(cost, w, base, step, count, d) == _window_brute_force(
+            cost, w, base, step, count
+        )
+
+
+def test_ishikawa_pyramid_levels(rng):
+    cost, w = _random_problem(rng, 13, 9, 11)
+    exact = solve_disparity(cost, w, method="ishikawa", backend="cpu")
+    one = solve_disparity(
+        cost, w, method="ishikawa_pyramid", label_step=1, backend="cpu"
+    )
+    np.testing.assert_array_equal(one, exact)
+    e_opt = stereo_energy(cost, w, exact, smoothness="linear")
+    for label_step in (2, 4, 8):
+        stats = {}
+        d = solve_disparity(
+            cost,
+            w,
+            method="ishikawa_pyramid",
+            label_step=label_step,
+            stats=stats,
+            backend="cpu",
+        )
+        assert d.shape == (9, 11) and d.min() >= 0 and d.max() < 13
+        assert stereo_energy(cost, w, d, smoothness="linear") >= e_opt
+        steps = [lv["step"] for lv in stats["levels"]]
+        assert steps == [label_step >> i for i in range(len(steps))] and steps[-1] == 1
+        assert [lv["labels"] for lv in stats["levels"]] == [12 // label_step + 1] + [
+            3
+        ] * (len(steps) - 1)
+
+
+def test_ishikawa_pyramid_last_level_is_exact_around_its_start(rng, monkeypatch):
+    """The pyramid's last cut is the least true energy over {d - 1, d, d + 1} of the
+    level before (recorded by wrapping the window cut), labels outside [0, D) left
+    out."""
+    from vision_cuts import stereo as st
+
+    calls = []
+    real = st._window_cut
+
+    def spy(cost, w, base, step, count, backend, solver=None, prefix=None):
+        out = real(cost, w, base, step, count, backend, solver, prefix)
+        calls.append((base.copy(), step, count, out.copy()))
+        return out
+
+    monkeypatch.setattr(st, "_window_cut", spy)
+    for _ in range(3):
+        calls.clear()
+        cost, w = _random_problem(rng, 11, 2, 4)
+        d = solve_disparity(
+            cost, w, method="ishikawa_pyramid", label_step=2, backend="cpu"
+        )
+        base, step, count, out = calls[-1]
+        assert step == 1 and count == 3
+        np.testing.assert_array_equal(out, d)
+        np.testing.assert_array_equal(base + 1, calls[0][3])  # around level 1's d
+        assert _window_energy(cost, w, base, 1, 3, d) == _window_brute_force(
+            cost, w, base, 1, 3
+        )
+        assert stereo_energy(cost, w, d, smoothness="linear") == _window_energy(
+            cost, w, base, 1, 3, d
+        )
+
+
+def test_ishikawa_pyramid_default_step():
+    from vision_cuts.stereo import _pyramid_step
+
+    assert [_pyramid_step(d, None) for d in (2, 16, 31, 32, 61, 64, 128, 256)] == [
+        1,
+        1,
+        2,
+        2,
+        4,
+        4,
+        8,
+        16,
+    ]
+
+
+def test_ishikawa_pyramid_errors(rng):
+    cost, w = _random_problem(rng, 9, 4, 5)
+    for bad in (0, 3, -2, True, 2.0, "4"):
+        with pytest.raises(ValueError, match="label_step must be a power of two"):
+            solve_disparity(
+                cost, w, method="ishikawa_pyramid", label_step=bad, backend="cpu"
+            )
+    with pytest.raises(ValueError, match="below the number of disparities"):
+        solve_disparity(
+            cost, w, method="ishikawa_pyramid", label_step=16, backend="cpu"
+        )
+    with pytest.raises(ValueError, match="label_step applies to"):
+        solve_disparity(cost, w, method="expansion", label_step=2, backend="cpu")
+    with pytest.raises(ValueError, match="smoothness must be 'linear'"):
+        solve_disparity(
+            cost, w, method="ishikawa_pyramid", smoothness="potts", backend="cpu"
+        )
+    left = rng.integers(0, 255, (12, 20, 3)).astype(np.uint8)
+    with pytest.raises(ValueError, match="label_step applies to"):
+        stereo_disparity(left, left, max_disparity=8, label_step=2, backend="cpu")
+    with pytest.raises(ValueError, match="below the number of disparities"):
+        stereo_disparity(
+            left,
+            left,
+            max_disparity=8,
+            method="ishikawa_pyramid",
+            label_step=16,
+            backend="cpu",
+        )
+
+
+@pytest.mark.parametrize("method", ["expansion", "ishikawa", "ishikawa_pyramid"])
 def test_synthetic_shift_both_backends(rng, backend, method):
     left, right, gt = _synthetic_pair(rng)
-    d = stereo_disparity(left, right, max_disparity=10, method=method, backend=backend)
+    kw = {"label_step": 4} if method == "ishikawa_pyramid" else {}
+    d = stereo_disparity(
+        left, right, max_disparity=10, method=method, backend=backend, **kw
+    )
     assert isinstance(d, np.ndarray) and d.dtype == np.float32 and d.shape == gt.shape
     assert (np.abs(d - gt) <= 1).mean() > 0.95
 
@@ -657,6 +862,80 @@ def test_gpu_ishikawa_is_the_cpu_optimum(rng):
 
 
 @pytest.mark.gpu
+def test_gpu_window_cut_is_the_cpu_minimum(rng):
+    """The device's window graph (one kernel) cuts to the host construction's least
+    energy, windows across both ends of [0, D) and negative costs included."""
+    cp = _cupy()
+    from vision_cuts.stereo import _window_cut
+
+    cases = [
+        (9, (2, 3), 2, 3),
+        (40, (30, 41), 1, 3),
+        (40, (30, 41), 4, 5),
+        (40, (30, 41), 8, 5),
+        (61, (17, 23), 4, 16),
+    ]
+    for ndisp, shape, step, count in cases:
+        for shift in (0, -13):
+            cost, w, base = _window_problem(rng, ndisp, *shape, step, count)
+            cost = cost + np.int32(shift)
+            ref = _window_cut(cost, w, base, step, count, "cpu")
+            got = _window_cut(
+                cp.asarray(cost), cp.asarray(w), cp.asarray(base), step, count, "gpu"
+            )
+            assert isinstance(got, cp.ndarray)
+            got = got.get()
+            assert got.min() >= 0 and got.max() < ndisp
+            assert _window_energy(cost, w, base, step, count, got) == _window_energy(
+                cost, w, base, step, count, ref
+            )
+
+
+@pytest.mark.gpu
+def test_gpu_ishikawa_pyramid_levels_are_exact(rng, monkeypatch):
+    """Every level of the device pyramid is the least energy over its windows (the
+    host's window cut from the same start has the same energy; the two backends may
+    break ties between equal cuts differently, so their pyramids may part), and each
+    level's solve reports bounded work."""
+    cp = _cupy()
+    from vision_cuts import stereo as st
+
+    calls = []
+    real = st._window_cut
+
+    def spy(cost, w, base, step, count, backend, solver=None, prefix=None):
+        out = real(cost, w, base, step, count, backend, solver, prefix)
+        calls.append((cp.asnumpy(base), step, count, cp.asnumpy(out)))
+        return out
+
+    monkeypatch.setattr(st, "_window_cut", spy)
+    for label_step in (2, 4):
+        calls.clear()
+        cost, w = _random_problem(rng, 33, 30, 40)
+        cost = cost * 37 + rng.integers(0, 37, cost.shape).astype(np.int32)
+        stats = {}
+        got = solve_disparity(
+            cp.asarray(cost),
+            cp.asarray(w),
+            method="ishikawa_pyramid",
+            label_step=label_step,
+            stats=stats,
+        )
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_array_equal(got.get(), calls[-1][3])
+        assert [c[1] for c in calls] == [label_step >> i for i in range(len(calls))]
+        for base, step, count, out in calls:
+            ref = real(cost, w, base, step, count, "cpu")
+            assert _window_energy(cost, w, base, step, count, out) == _window_energy(
+                cost, w, base, step, count, ref
+            )
+        for lv in stats["levels"]:  # work counters of each level's solve
+            s = lv["solver"]
+            assert s["backend"] == "gpu" and 1 <= s["global_relabels"] <= 200
+            assert s["sweeps"] <= 8 * s["global_relabels"] + 8
+
+
+@pytest.mark.gpu
 def test_gpu_stereo_disparity_array_kinds(rng):
     cp = _cupy()
     left, right, gt = _synthetic_pair(rng)
@@ -671,13 +950,14 @@ def test_gpu_stereo_disparity_array_kinds(rng):
 
 @pytest.mark.gpu
 @pytest.mark.data
-@pytest.mark.parametrize("method", ["expansion", "ishikawa"])
+@pytest.mark.parametrize("method", ["expansion", "ishikawa", "ishikawa_pyramid"])
 def test_tsukuba_gpu_agrees_with_cpu(data_dir, method):
     from vision_cuts.datasets import middlebury as mb
 
     s = mb.load_stereo("tsukuba", data_dir)
+    kw = {"label_step": 4} if method == "ishikawa_pyramid" else {}
     cpu = stereo_disparity(
-        s.left, s.right, max_disparity=s.max_disp, method=method, backend="cpu"
+        s.left, s.right, max_disparity=s.max_disp, method=method, backend="cpu", **kw
     )
     gpu = stereo_disparity(
         s.left,
@@ -686,6 +966,7 @@ def test_tsukuba_gpu_agrees_with_cpu(data_dir, method):
         method=method,
         backend="gpu",
         moves_per_cut=1,  # the CPU's algorithm (the GPU default cuts 4 moves at once)
+        **kw,
     )
     b_cpu = mb.bad_pixel_rate(cpu, s.gt_disparity, 1.0)
     b_gpu = mb.bad_pixel_rate(gpu, s.gt_disparity, 1.0)

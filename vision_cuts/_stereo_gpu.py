@@ -58,6 +58,7 @@ __all__ = [
     "cost_volume_gpu",
     "expansion_loop",
     "label_groups",
+    "window_graph_gpu",
 ]
 
 KINDS = {"potts": 0, "truncated_linear": 1, "linear": 2}
@@ -143,6 +144,59 @@ def cost_volume_gpu(
         (raw, out, np.int32(ndisp), np.int32(m), np.int32(n), np.int32(max(window, 1))),
     )
     return out
+
+
+# ------------------------------------------------------------- Ishikawa pyramid
+def window_graph_gpu(
+    cost: Any, base: Any, weights: Any, step: int, count: int, inf: int
+) -> tuple[Any, Any, Any]:
+    """The Ishikawa graph of :func:`vision_cuts.stereo._window_cut` built on the
+    device in one launch (``ishikawa_window``): source, sink (count - 1, M, N) and the
+    arc planes (6, count - 1, M, N), int32 CuPy arrays.
+
+    ``cost`` (D, M, N) int32, ``base`` (M, N) int64, ``weights`` (2, M, N) int32, all
+    CuPy and C-contiguous; ``count >= 2``; ``inf``: the -z capacity. Raises
+    ValueError, as the host construction does, where the costs do not fit it.
+    """
+    import cupy
+
+    ndisp, m, n = (int(v) for v in cost.shape)
+    layers = count - 1
+    if 6 * layers * m * n > _INT32_MAX or ndisp * m * n > _INT32_MAX:
+        raise ValueError(
+            f"the window graph has {6 * layers * m * n} arc entries; the GPU kernels "
+            f"index at most {_INT32_MAX}"
+        )
+    source = cupy.empty((layers, m, n), dtype=cupy.int32)
+    sink = cupy.empty((layers, m, n), dtype=cupy.int32)
+    edges = cupy.empty((6, layers, m, n), dtype=cupy.int32)
+    checks = cupy.zeros(2, dtype=cupy.uint64)  # bound, then cmax in its low word
+    get_kernel(_module(), "ishikawa_window")(
+        _grid(m * n),
+        (_BLOCK,),
+        (
+            cost,
+            base,
+            weights,
+            np.int32(ndisp),
+            np.int32(m),
+            np.int32(n),
+            np.int32(step),
+            np.int32(count),
+            source,
+            sink,
+            edges,
+            checks[:1],
+            checks[1:].view(cupy.int32)[:1],
+        ),
+    )
+    bound, top = (int(v) for v in checks.get())
+    if bound >= inf or top + inf > _INT32_MAX:
+        raise ValueError(
+            "cost is too large for the Ishikawa graph in int32 (sum of cost[0] = "
+            f"{bound} >= {inf}); lower the cost scale"
+        )
+    return source, sink, edges
 
 
 # --------------------------------------------------------------------- move groups

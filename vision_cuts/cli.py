@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 
+from .stereo import METHODS as STEREO_METHODS
+
 SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat")
 
 # Sub-commands that live in their own modules (``vision_cuts.<name>``); each module
@@ -320,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="largest disparity searched (pixels)",
     )
-    st.add_argument("--method", choices=("expansion", "ishikawa"), default="expansion")
+    st.add_argument("--method", choices=STEREO_METHODS, default="expansion")
     st.add_argument("-o", "--output", help="write the disparity picture (PNG)")
     st.add_argument(
         "--colormap",

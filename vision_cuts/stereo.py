@@ -14,6 +14,12 @@ linear model ``min(|d_p - d_q|, truncation)`` or the linear model ``|d_p - d_q|`
   a binary grid cut with a per-edge (2, 2) table, submodular because ``V`` is a metric.
 * ``method="ishikawa"``: the global minimum for the linear (convex) prior, one 3-D
   6-connected cut (Ishikawa 2003) with directed infinite constraint arcs.
+* ``method="ishikawa_pyramid"``: the linear prior coarse to fine over the labels: an
+  Ishikawa cut of the labels ``0, s, 2s, ...`` (costs averaged over each label's
+  window of disparities), then at steps ``s/2, s/4, ..., 1`` an Ishikawa cut over the
+  three labels ``d_p - t, d_p, d_p + t`` of every pixel; each level is the exact
+  minimum over its labels (``_window_cut``), the whole an approximation of the global
+  minimum with graphs of ``~D/s`` and 2 layers instead of ``D - 1``.
 
 On the CPU backend the expansion is :func:`vision_cuts.minimize_labels` on the cost
 volume (one move a cut; ``moves_per_cut`` or ``stats`` take the device loop's host
@@ -46,7 +52,9 @@ __all__ = [
     "stereo_weights",
 ]
 
-METHODS = ("expansion", "ishikawa")
+METHODS = ("expansion", "ishikawa", "ishikawa_pyramid")
+#: the methods of the linear prior (Ishikawa's construction)
+_ISHIKAWA_METHODS = ("ishikawa", "ishikawa_pyramid")
 SMOOTHNESS = ("potts", "truncated_linear", "linear")
 
 _INT32_MAX = 2**31 - 1
@@ -54,6 +62,22 @@ _INT32_MAX = 2**31 - 1
 GPU_MOVES_PER_CUT = 4
 #: Capacity of the -z arcs of the Ishikawa graph ("infinite"); see _ishikawa.
 _ISHIKAWA_INF = 2**30
+#: GPU settings of the thin Ishikawa graphs (largest layers, maxflow_grid_gpu knobs;
+#: the first that fits), where the grid solver's 3-D default, 16 x 8 x 8 push tiles,
+#: spans more layers than the graph has. H200, the motorcycle's pyramid, three
+#: alternated passes, solves alone (ms): 15 layers 45.9-46.0 -> 44.7-45.1 with the
+#: tiles, 41.0-41.1 with 32 local rounds and 16 x 8 x 4 BFS tiles too (each alone
+#: 42.8-43.0); 2 layers 5.2-5.4 / 4.2 -> 4.2 / 2.6; end to end 59.7-61.0 -> 56.2-57.1
+#: (before the rounds). Segmentation slabs of 2 to 12 slices solve 0.1 ms slower with
+#: these tiles: the solver's default stays.
+_THIN_SETTINGS = (
+    (2, {"tile": (16, 16, 2), "bfs_tile": (16, 16, 2)}),
+    (15, {"tile": (16, 16, 4), "bfs_tile": (16, 8, 4), "local_iters": 32}),
+)
+#: The Ishikawa pyramid's default first step: the largest power of two that leaves at
+#: least this many coarse labels (61 disparities: step 4, 16 labels; measured on the
+#: motorcycle and the Middlebury sets, benchmarks/eval_stereo.py).
+PYRAMID_COARSE_LABELS = 16
 
 
 # --------------------------------------------------------------------------- inputs
@@ -131,14 +155,28 @@ def _check_method(method: Any) -> str:
     return method
 
 
+def _check_label_step(label_step: Any, method: str, cost: Any) -> None:
+    """``label_step`` is the pyramid's; checked against ``cost``'s D (or a shape)."""
+    if label_step is None:
+        return
+    if method != "ishikawa_pyramid":
+        raise ValueError(
+            f"label_step applies to method='ishikawa_pyramid' only, got method="
+            f"{method!r} with label_step={label_step!r}"
+        )
+    shape = getattr(cost, "shape", cost)
+    if len(shape) >= 1:
+        _pyramid_step(int(shape[0]), label_step)
+
+
 def _check_smoothness(smoothness: Any, method: str) -> str:
     if smoothness is None:
         return "truncated_linear" if method == "expansion" else "linear"
     if smoothness not in SMOOTHNESS:
         raise ValueError(f"smoothness must be one of {SMOOTHNESS}, got {smoothness!r}")
-    if method == "ishikawa" and smoothness != "linear":
+    if method in _ISHIKAWA_METHODS and smoothness != "linear":
         raise ValueError(
-            "smoothness must be 'linear' for method='ishikawa' (the construction is "
+            f"smoothness must be 'linear' for method={method!r} (the construction is "
             f"exact for convex priors only), got {smoothness!r}"
         )
     return smoothness
@@ -407,7 +445,7 @@ def _expansion_moves(
     )
 
 
-def _ishikawa(cost: Any, w: Any, backend: str) -> Any:
+def _ishikawa(cost: Any, w: Any, backend: str, stats: list | None = None) -> Any:
     """Exact minimum for the linear prior: one cut of a (D-1, M, N) 6-connected grid.
 
     Node ``(k, p)`` on the source side means ``d_p > k``; the disparity is the count of
@@ -416,7 +454,7 @@ def _ishikawa(cost: Any, w: Any, backend: str) -> Any:
     -z arcs are "infinite" so every column is cut exactly once, and both arcs between
     ``(k, p)`` and ``(k, q)`` carry ``w_pq``, so the cut pays ``w_pq |d_p - d_q|``.
     Built with the array module of the backend (on the device for ``"gpu"``: CuPy in,
-    CuPy out).
+    CuPy out). ``stats``: the solver's stats are appended to it.
     """
     xp = _xp(backend)
     ndisp, m, n = (int(v) for v in cost.shape)
@@ -424,6 +462,8 @@ def _ishikawa(cost: Any, w: Any, backend: str) -> Any:
     w = _to(xp, w)
     c = c - c.min(axis=0, keepdims=True)  # non-negative; the argmin is unchanged
     if ndisp == 1:
+        if stats is not None:
+            stats.append({})
         return xp.zeros((m, n), dtype=np.int64)
     layers = ndisp - 1
     # A valid cut (d = 0 everywhere) costs sum C[0] (no pairwise term); the min cut is
@@ -448,10 +488,192 @@ def _ishikawa(cost: Any, w: Any, backend: str) -> Any:
     # the last column / row of the +x / +y planes holds weights without a neighbour
     edges[0, :, :, -1] = 0
     edges[2, :, -1, :] = 0
-    graph = GridEnergy._trusted(source, sink, edges, 0)
-    cut = maxflow_grid(graph, backend=backend)
-    sink_side = cut.labels.astype(bool)
+    return _ishikawa_cut(source, sink, edges, backend, stats)
+
+
+def _ishikawa_cut(
+    source: Any, sink: Any, edges: Any, backend: str, stats: list | None
+) -> Any:
+    """Cut an Ishikawa graph; per column the count of source-side nodes (int64).
+    On the GPU, graphs of at most 15 layers get :data:`_THIN_SETTINGS`."""
+    layers = int(source.shape[0])
+    thin = next((kn for most, kn in _THIN_SETTINGS if layers <= most), None)
+    if backend == "gpu" and thin is not None:
+        from ._maxflow_gpu import maxflow_grid_gpu
+
+        _, labels, solver = maxflow_grid_gpu(source, sink, edges, **thin)
+    else:
+        cut = maxflow_grid(GridEnergy._trusted(source, sink, edges, 0), backend=backend)
+        labels, solver = cut.labels, cut.stats
+    if stats is not None:
+        stats.append(solver)
+    sink_side = labels.astype(bool)
     return (~sink_side).sum(axis=0).astype(np.int64)
+
+
+def _cost_prefix(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cumulative sums of a (D, M, N) cost volume along the disparities (D + 1
+    planes, int64) and each pixel's largest cost: what :func:`_window_costs` reads."""
+    prefix = np.zeros((cost.shape[0] + 1, *cost.shape[1:]), dtype=np.int64)
+    np.cumsum(cost, axis=0, out=prefix[1:])
+    return prefix, cost.max(axis=0).astype(np.int64)
+
+
+def _window_costs(
+    prefix: np.ndarray,
+    top: np.ndarray,
+    base: np.ndarray,
+    step: int,
+    count: int,
+    w: np.ndarray,
+) -> np.ndarray:
+    """The data costs of the labels ``base + r * step`` (r = 0 .. count - 1), (count, M,
+    N) int64: for ``step > 1`` the mean, rounded half up, of the costs of the
+    disparities ``l - step // 2 .. l + step // 2`` in ``[0, D)``, for ``step == 1`` the
+    cost itself (``prefix``, ``top``: :func:`_cost_prefix`). A label ``l`` outside
+    ``[0, D)`` costs the pixel's largest cost ``top`` plus ``(step * sum of the
+    pixel's pair weights + 1)`` for each step it lies beyond (rounded up): moving it a
+    step inwards lowers the energy whatever the neighbours are, so no minimum uses it.
+    The device builds the same costs inside ``ishikawa_window`` (kernels/stereo.cu).
+    """
+    ndisp = int(prefix.shape[0]) - 1
+    half = step // 2
+    lab = base[None] + step * np.arange(count, dtype=np.int64)[:, None, None]
+    inside = np.clip(lab, 0, ndisp - 1)
+    lo = np.clip(inside - half, 0, ndisp)
+    hi = np.clip(inside + half + 1, 0, ndisp)
+    total = np.take_along_axis(prefix, hi, axis=0)
+    total -= np.take_along_axis(prefix, lo, axis=0)
+    span = hi - lo
+    cost = (2 * total + span) // (2 * span)  # the mean, rounded half up
+    wsum = np.zeros(base.shape, dtype=np.int64)
+    wsum[:, :-1] += w[0, :, :-1]
+    wsum[:, 1:] += w[0, :, :-1]
+    wsum[:-1] += w[1, :-1]
+    wsum[1:] += w[1, :-1]
+    outside = (np.abs(lab - inside) + step - 1) // step
+    out = top[None] + outside * (step * wsum + 1)[None]
+    return np.where(outside > 0, out, cost)
+
+
+def _window_cut(
+    cost: Any,
+    w: Any,
+    base: Any,
+    step: int,
+    count: int,
+    backend: str,
+    stats: list | None = None,
+    prefix: tuple | None = None,
+) -> Any:
+    """The labelling ``d_p = base_p + r_p * step`` (``0 <= r_p < count``) of least
+    energy under :func:`_window_costs` and the linear prior, exactly, provided
+    neighbours with different bases differ by at least ``(count - 1) * step``.
+
+    The prior of a pair ``(p, q)`` is ``w_pq |base_p - base_q + step (r_p - r_q)|``:
+    with equal bases Ishikawa's pair arcs of capacity ``w_pq * step``; otherwise the
+    sign of the difference cannot change, so it is linear in ``r_p`` and ``r_q``,
+    unary terms ``+- w_pq * step * r``. (A pair that meets neither condition gets the
+    arcs, which bound its prior from above: the cut is then a descent step, not
+    exact.) One Ishikawa cut of ``count - 1`` layers (``count >= 2``).
+
+    ``backend="gpu"``: ``cost`` (D, M, N) int32, ``w`` (2, M, N) int32 and ``base``
+    (M, N) int64, C-contiguous CuPy arrays; one launch builds the graph
+    (``_stereo_gpu.window_graph_gpu``). ``"cpu"``: NumPy arrays, ``prefix`` the
+    :func:`_cost_prefix` of ``cost`` (computed when not given).
+    """
+    if backend == "gpu":
+        from ._stereo_gpu import window_graph_gpu
+
+        graph = window_graph_gpu(cost, base, w, step, count, _ISHIKAWA_INF)
+        return base + step * _ishikawa_cut(*graph, backend, stats)
+    prefix_sums, top = _cost_prefix(cost) if prefix is None else prefix
+    costs = _window_costs(prefix_sums, top, base, step, count, w)
+    far = (count - 1) * step
+    slope = np.zeros(base.shape, dtype=np.int64)
+    arcs = np.zeros(w.shape, dtype=np.int64)
+    for k, (sp, sq) in enumerate(
+        (
+            ((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
+            ((slice(None, -1), slice(None)), (slice(1, None), slice(None))),
+        )
+    ):
+        diff = base[sp] - base[sq]
+        apart = np.abs(diff) >= far
+        wk = w[k][sp].astype(np.int64) * step
+        sign = np.sign(diff) * apart
+        slope[sp] += wk * sign
+        slope[sq] -= wk * sign
+        arcs[k][sp] = np.where(apart, 0, wk)
+    costs += slope[None] * np.arange(count, dtype=np.int64)[:, None, None]
+    return base + step * _ishikawa(costs, arcs, backend, stats)
+
+
+def _pyramid_step(ndisp: int, label_step: Any) -> int:
+    """The first step of the Ishikawa pyramid: ``label_step`` checked, or the default
+    (:data:`PYRAMID_COARSE_LABELS`)."""
+    if label_step is None:
+        step = 1
+        while -(-ndisp // (2 * step)) >= PYRAMID_COARSE_LABELS:
+            step *= 2
+        return step
+    if (
+        isinstance(label_step, bool)
+        or not isinstance(label_step, (int, np.integer))
+        or label_step < 1
+        or label_step & (label_step - 1)
+    ):
+        raise ValueError(f"label_step must be a power of two >= 1, got {label_step!r}")
+    if label_step > 1 and label_step >= ndisp:
+        raise ValueError(
+            f"label_step must be below the number of disparities ({ndisp}), got "
+            f"{label_step}"
+        )
+    return int(label_step)
+
+
+def _ishikawa_pyramid(
+    cost: Any, w: Any, label_step: Any, backend: str, stats: dict | None = None
+) -> Any:
+    """The linear prior coarse to fine over the labels (see the module docstring).
+
+    Level 1: the labels ``0, s, 2s, ...`` below D (window costs of step ``s``); each
+    later level halves the step ``t`` and cuts the three labels ``d_p - t, d_p,
+    d_p + t`` around the last level's ``d`` (multiples of ``2t``, so neighbours with
+    different labels differ by at least ``2t``: every level is exact,
+    :func:`_window_cut`). The last level (``t = 1``) is the exact minimum of the true
+    energy over ``{d_p - 1, d_p, d_p + 1}``.
+    """
+    xp = _xp(backend)
+    ndisp, m, n = (int(v) for v in cost.shape)
+    step = _pyramid_step(ndisp, label_step)
+    solver: list = []
+    if step == 1:  # the window costs of step 1 are the costs themselves
+        levels = [(1, ndisp)]
+        d = _ishikawa(cost, w, backend, solver)
+    else:
+        c = _to(xp, cost)
+        # int32: _check_solver_inputs bounds the range (a constant shift of every
+        # cost changes no minimum)
+        if c.dtype != np.int32 and int(c.min()) < -_INT32_MAX:
+            c = c - c.min()
+        c = xp.ascontiguousarray(c, dtype=np.int32)
+        w = xp.ascontiguousarray(_to(xp, w), dtype=np.int32)
+        prefix = _cost_prefix(c) if xp is np else None
+        levels = [(step, (ndisp - 1) // step + 1)]
+        d = xp.zeros((m, n), np.int64)
+        d = _window_cut(c, w, d, step, levels[0][1], backend, solver, prefix)
+        t = step
+        while t > 1:
+            t //= 2
+            levels.append((t, 3))
+            d = _window_cut(c, w, d - t, t, 3, backend, solver, prefix)
+    if stats is not None:
+        stats["levels"] = [
+            {"step": s, "labels": k, "solver": st}
+            for (s, k), st in zip(levels, solver, strict=True)
+        ]
+    return d
 
 
 def _check_solver_inputs(c: Any, w: Any, kind: str, trunc: int, xp: Any) -> None:
@@ -490,6 +712,7 @@ def solve_disparity(
     callback: Any = None,
     moves_per_cut: int | None = None,
     stats: dict | None = None,
+    label_step: int | None = None,
 ) -> Any:
     """Minimise the stereo energy of an integer cost volume over labels ``0 .. D-1``.
 
@@ -499,10 +722,12 @@ def solve_disparity(
         Data costs ``cost[d, y, x]``.
     weights : ndarray of int, shape (2, M, N)
         Non-negative pair weights (plane 0: +x neighbour, plane 1: +y).
-    method : {"expansion", "ishikawa"}
+    method : {"expansion", "ishikawa", "ishikawa_pyramid"}
+        Alpha-expansion, the exact Ishikawa cut, or Ishikawa's construction coarse to
+        fine over the labels (see the module docstring).
     smoothness : {"potts", "truncated_linear", "linear"}, optional
-        Default ``"truncated_linear"`` for expansion and ``"linear"`` for Ishikawa (the
-        only prior it accepts).
+        Default ``"truncated_linear"`` for expansion and ``"linear"`` for the Ishikawa
+        methods (the only prior they accept).
     truncation : int
         ``T`` of ``min(|d_p - d_q|, T)``.
     max_cycles : int
@@ -533,10 +758,17 @@ def solve_disparity(
         2.3 times one move's cut (benchmarks/eval_stereo.py).
     stats : dict, optional
         Receives ``cycles``, ``cuts``, ``moves`` and ``energies`` (loop with
-        ``backend="gpu"`` or ``moves_per_cut > 1``).
+        ``backend="gpu"`` or ``moves_per_cut > 1``); for ``"ishikawa_pyramid"``,
+        ``levels``: per level its ``step``, its ``labels`` a pixel and the ``solver``'s
+        stats (work counters: sweeps and global relabels on the GPU).
+    label_step : int, optional
+        ``"ishikawa_pyramid"``: the first level's step, a power of two below D (1: the
+        exact Ishikawa cut). Default: the largest that leaves at least 16 labels
+        (:data:`PYRAMID_COARSE_LABELS`; 4 for 61 disparities).
     """
     method = _check_method(method)
     kind = _check_smoothness(smoothness, method)
+    _check_label_step(label_step, method, cost)
     backend = resolve_backend(backend, cost, weights)
     xp = _xp(backend)
     if not (hasattr(cost, "shape") and hasattr(weights, "shape")):
@@ -555,6 +787,11 @@ def solve_disparity(
     c = _to(xp, cost)
     w = _to(xp, weights)
     _check_solver_inputs(c, w, kind, int(truncation), xp)
+    if method == "ishikawa_pyramid":
+        labels = _ishikawa_pyramid(c, w, label_step, backend, stats)
+        if callback is not None:
+            callback(1, 1)
+        return _same_kind(labels, cost)
     if method == "ishikawa":
         labels = _ishikawa(c, w, backend)
         if callback is not None:
@@ -605,6 +842,7 @@ def stereo_disparity(
     window: int = 3,
     callback: Any = None,
     moves_per_cut: int | None = None,
+    label_step: int | None = None,
 ) -> Any:
     """Dense disparity of the left view by graph cuts.
 
@@ -615,9 +853,11 @@ def stereo_disparity(
     max_disparity : int
         Largest disparity searched, ``0 < max_disparity < N``; labels ``0 ..
         max_disparity``.
-    method : {"expansion", "ishikawa"}
-        Alpha-expansion (approximate, Potts or truncated linear prior) or the exact
-        Ishikawa cut (linear prior).
+    method : {"expansion", "ishikawa", "ishikawa_pyramid"}
+        Alpha-expansion (approximate, Potts or truncated linear prior), the exact
+        Ishikawa cut (linear prior), or Ishikawa's construction coarse to fine over the
+        labels (linear prior; a cut of about D / 4 layers and two-layer refinements
+        instead of one of D - 1 layers, see :func:`solve_disparity`).
     smoothness : {"potts", "truncated_linear", "linear"}, optional
         The prior ``V``; default truncated linear (expansion) / linear (Ishikawa).
     backend : {"auto", "cpu", "gpu"}
@@ -627,7 +867,8 @@ def stereo_disparity(
         weights and the expansion loop (or the Ishikawa graph) stay on the device.
     lam : float, optional
         Smoothness strength relative to the data cost (a cost of 1 = a fully
-        mismatched census + colour). Default 0.2 (expansion), 0.05 (Ishikawa).
+        mismatched census + colour). Default 0.2 (expansion), 0.05 (the Ishikawa
+        methods).
     truncation : int
         ``T`` of the truncated linear prior.
     max_cycles : int
@@ -656,6 +897,8 @@ def stereo_disparity(
         Expansion moves cut together as one stacked grid (see
         :func:`solve_disparity`); 1 = the plain sequential algorithm. Default: 1 on
         the CPU, 4 on the GPU.
+    label_step : int, optional
+        ``"ishikawa_pyramid"``: the first level's step (see :func:`solve_disparity`).
 
     Raises
     ------
@@ -670,6 +913,7 @@ def stereo_disparity(
     first, _ = _check_pair(left, right, None)  # shapes only, before any copy
     width = int(first.shape[1])
     max_disparity = _check_max_disparity(max_disparity, width)
+    _check_label_step(label_step, method, (max_disparity + 1,))
     backend = resolve_backend(backend, left, right)
     xp = _xp(backend)
     lp, rp = _check_pair(left, right, xp)
@@ -696,5 +940,6 @@ def stereo_disparity(
         callback=callback,
         backend=backend,
         moves_per_cut=moves_per_cut,
+        label_step=label_step,
     )
     return _same_kind(labels.astype(np.float32), left)
