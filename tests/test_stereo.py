@@ -559,7 +559,7 @@ def test_ishikawa_pyramid_levels(rng):
     np.testing.assert_array_equal(one, exact)
     e_opt = stereo_energy(cost, w, exact, smoothness="linear")
     for label_step in (2, 4, 8):
-        stats = {}
+        stats, progress = {}, []
         d = solve_disparity(
             cost,
             w,
@@ -567,10 +567,12 @@ def test_ishikawa_pyramid_levels(rng):
             label_step=label_step,
             stats=stats,
             backend="cpu",
+            callback=lambda done, total, out=progress: out.append((done, total)),
         )
         assert d.shape == (9, 11) and d.min() >= 0 and d.max() < 13
         assert stereo_energy(cost, w, d, smoothness="linear") >= e_opt
         steps = [lv["step"] for lv in stats["levels"]]
+        assert progress == [(k + 1, len(steps)) for k in range(len(steps))]
         assert steps == [label_step >> i for i in range(len(steps))] and steps[-1] == 1
         assert [lv["labels"] for lv in stats["levels"]] == [12 // label_step + 1] + [
             3

@@ -65,11 +65,11 @@ _ISHIKAWA_INF = 2**30
 #: GPU settings of the thin Ishikawa graphs (largest layers, maxflow_grid_gpu knobs;
 #: the first that fits), where the grid solver's 3-D default, 16 x 8 x 8 push tiles,
 #: spans more layers than the graph has. H200, the motorcycle's pyramid, three
-#: alternated passes, solves alone (ms): 15 layers 45.9-46.0 -> 44.7-45.1 with the
-#: tiles, 41.0-41.1 with 32 local rounds and 16 x 8 x 4 BFS tiles too (each alone
-#: 42.8-43.0); 2 layers 5.2-5.4 / 4.2 -> 4.2 / 2.6; end to end 59.7-61.0 -> 56.2-57.1
-#: (before the rounds). Segmentation slabs of 2 to 12 slices solve 0.1 ms slower with
-#: these tiles: the solver's default stays.
+#: alternated passes (ms): its levels 46.0-46.6 / 5.1-5.7 / 4.2-4.4 -> 41.6-42.0 /
+#: 4.0-4.3 / 2.6-2.7, end to end 59.8-62.0 -> 52.1-54.6 (15 layers: the tiles alone
+#: 44.7-45.1, 32 local rounds or 16 x 8 x 4 BFS tiles alone 42.8-43.0); tsukuba's exact
+#: cut (15 layers) 7.6 -> 6.3. Not the solver's default for thin grids: segmentation
+#: slabs of 2 to 12 slices solve 0.1 ms slower with these tiles.
 _THIN_SETTINGS = (
     (2, {"tile": (16, 16, 2), "bfs_tile": (16, 16, 2)}),
     (15, {"tile": (16, 16, 4), "bfs_tile": (16, 8, 4), "local_iters": 32}),
@@ -155,8 +155,8 @@ def _check_method(method: Any) -> str:
     return method
 
 
-def _check_label_step(label_step: Any, method: str, cost: Any) -> None:
-    """``label_step`` is the pyramid's; checked against ``cost``'s D (or a shape)."""
+def _check_label_step(label_step: Any, method: str, ndisp: int | None) -> None:
+    """``label_step`` is the pyramid's; checked against D where it is known."""
     if label_step is None:
         return
     if method != "ishikawa_pyramid":
@@ -164,9 +164,7 @@ def _check_label_step(label_step: Any, method: str, cost: Any) -> None:
             f"label_step applies to method='ishikawa_pyramid' only, got method="
             f"{method!r} with label_step={label_step!r}"
         )
-    shape = getattr(cost, "shape", cost)
-    if len(shape) >= 1:
-        _pyramid_step(int(shape[0]), label_step)
+    _pyramid_step(ndisp or 0, label_step)
 
 
 def _check_smoothness(smoothness: Any, method: str) -> str:
@@ -624,7 +622,7 @@ def _pyramid_step(ndisp: int, label_step: Any) -> int:
         or label_step & (label_step - 1)
     ):
         raise ValueError(f"label_step must be a power of two >= 1, got {label_step!r}")
-    if label_step > 1 and label_step >= ndisp:
+    if label_step > 1 and 0 < ndisp <= label_step:
         raise ValueError(
             f"label_step must be below the number of disparities ({ndisp}), got "
             f"{label_step}"
@@ -633,9 +631,15 @@ def _pyramid_step(ndisp: int, label_step: Any) -> int:
 
 
 def _ishikawa_pyramid(
-    cost: Any, w: Any, label_step: Any, backend: str, stats: dict | None = None
+    cost: Any,
+    w: Any,
+    label_step: Any,
+    backend: str,
+    stats: dict | None = None,
+    callback: Any = None,
 ) -> Any:
-    """The linear prior coarse to fine over the labels (see the module docstring).
+    """The linear prior coarse to fine over the labels (see the module docstring);
+    ``callback(done, total)`` after each level.
 
     Level 1: the labels ``0, s, 2s, ...`` below D (window costs of step ``s``); each
     later level halves the step ``t`` and cuts the three labels ``d_p - t, d_p,
@@ -648,9 +652,12 @@ def _ishikawa_pyramid(
     ndisp, m, n = (int(v) for v in cost.shape)
     step = _pyramid_step(ndisp, label_step)
     solver: list = []
+    total = step.bit_length()  # levels
     if step == 1:  # the window costs of step 1 are the costs themselves
         levels = [(1, ndisp)]
         d = _ishikawa(cost, w, backend, solver)
+        if callback is not None:
+            callback(1, 1)
     else:
         c = _to(xp, cost)
         # int32: _check_solver_inputs bounds the range (a constant shift of every
@@ -663,11 +670,15 @@ def _ishikawa_pyramid(
         levels = [(step, (ndisp - 1) // step + 1)]
         d = xp.zeros((m, n), np.int64)
         d = _window_cut(c, w, d, step, levels[0][1], backend, solver, prefix)
+        if callback is not None:
+            callback(1, total)
         t = step
         while t > 1:
             t //= 2
             levels.append((t, 3))
             d = _window_cut(c, w, d - t, t, 3, backend, solver, prefix)
+            if callback is not None:
+                callback(len(levels), total)
     if stats is not None:
         stats["levels"] = [
             {"step": s, "labels": k, "solver": st}
@@ -768,7 +779,8 @@ def solve_disparity(
     """
     method = _check_method(method)
     kind = _check_smoothness(smoothness, method)
-    _check_label_step(label_step, method, cost)
+    shape = getattr(cost, "shape", ())
+    _check_label_step(label_step, method, int(shape[0]) if len(shape) == 3 else None)
     backend = resolve_backend(backend, cost, weights)
     xp = _xp(backend)
     if not (hasattr(cost, "shape") and hasattr(weights, "shape")):
@@ -788,9 +800,7 @@ def solve_disparity(
     w = _to(xp, weights)
     _check_solver_inputs(c, w, kind, int(truncation), xp)
     if method == "ishikawa_pyramid":
-        labels = _ishikawa_pyramid(c, w, label_step, backend, stats)
-        if callback is not None:
-            callback(1, 1)
+        labels = _ishikawa_pyramid(c, w, label_step, backend, stats, callback)
         return _same_kind(labels, cost)
     if method == "ishikawa":
         labels = _ishikawa(c, w, backend)
@@ -913,7 +923,7 @@ def stereo_disparity(
     first, _ = _check_pair(left, right, None)  # shapes only, before any copy
     width = int(first.shape[1])
     max_disparity = _check_max_disparity(max_disparity, width)
-    _check_label_step(label_step, method, (max_disparity + 1,))
+    _check_label_step(label_step, method, max_disparity + 1)
     backend = resolve_backend(backend, left, right)
     xp = _xp(backend)
     lp, rp = _check_pair(left, right, xp)
