@@ -1,4 +1,5 @@
-"""Middlebury stereo: vision_cuts (expansion, Ishikawa) against cv2.StereoSGBM.
+"""Middlebury stereo: vision_cuts (expansion, Ishikawa, Ishikawa pyramid) against
+cv2.StereoSGBM.
 
 Protocol (DESIGN.md, "Evaluation protocols: Stereo"): left view as reference, bad-t =
 % of the pixels with known GT whose error exceeds t px, invalid output counted as bad.
@@ -6,9 +7,10 @@ SGBM: mode HH, blockSize 5, P1 = 8*3*25, P2 = 32*3*25, numDisparities = max_disp
 rounded up to a multiple of 16, minDisparity 0; its fixed-point output is divided by
 16 and its negative (invalid) values count as bad.
 
-Times are end to end (images in, disparity out, as NumPy arrays). Each of our
-(method, backend) runs once untimed first (kernel compilation, numba), then
-``--repeat`` times (median; default 5 on the GPU, 1 on the CPU); SGBM: median of 5.
+Times are end to end (images in, disparity out, as NumPy arrays; on the GPU also with
+CuPy arrays in and out). Each of our (method, backend) runs once untimed first (kernel
+compilation, numba), then ``--repeat`` times (median and worst; default 5 on the GPU, 1
+on the CPU); SGBM: median of 5.
 With the GPU among the backends, a breakdown on tsukuba follows: device milliseconds
 of the cost volume, the quantised costs and weights, the solve (moves, cuts, cycles,
 per cut), for several ``moves_per_cut`` and ``tol`` settings.
@@ -86,6 +88,28 @@ def run_once(sample: mb.StereoSample, method: str, backend: str, **kw) -> np.nda
         backend=backend,
         **kw,
     )
+
+
+def cupy_in_times(
+    sample: mb.StereoSample, method: str, repeat: int, **kw
+) -> tuple[float, float]:
+    """Median and worst seconds of ``stereo_disparity`` with the pair as CuPy arrays
+    (uploaded once before; the disparity stays on the device, synchronised)."""
+    import cupy
+
+    left, right = cupy.asarray(sample.left), cupy.asarray(sample.right)
+    call = lambda: stereo_disparity(  # noqa: E731
+        left, right, max_disparity=sample.max_disp, method=method, **kw
+    )
+    call()
+    times = []
+    for _ in range(max(1, repeat)):
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        call()
+        cupy.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), max(times)
 
 
 def run(
@@ -235,11 +259,16 @@ def main(argv: list[str] | None = None) -> dict:
                 "max_disp": sample.max_disp,
                 "shape": list(sample.left.shape[:2]),
             }
+            cupy_in = ""
+            if backend == "gpu":  # the same call with CuPy arrays in (and out)
+                med_c, worst_c = cupy_in_times(sample, method, repeat, **extra)
+                row["time_cupy_s"], row["worst_cupy_s"] = med_c, worst_c
+                cupy_in = f"; CuPy in {med_c * 1e3:.1f} (worst {worst_c * 1e3:.1f})"
             rows.append(row)
             print(
                 f"{name:8s} {method:16s} {backend:4s} bad-1.0 {row['bad1']:6.2f}%  "
                 f"bad-2.0 {row['bad2']:6.2f}%  {secs * 1e3:9.1f} ms (worst "
-                f"{worst * 1e3:.1f})",
+                f"{worst * 1e3:.1f}){cupy_in}",
                 flush=True,
             )
     labels = [f"{m}/{b}" if m != "sgbm" else m for m, b in columns]
