@@ -612,6 +612,18 @@ def test_ishikawa_pyramid_last_level_is_exact_around_its_start(rng, monkeypatch)
         )
 
 
+def test_ishikawa_pyramid_costs_too_large(backend):
+    """Costs whose Ishikawa graph does not fit int32 get the exact cut's error, on
+    the host and in the device's graph kernel alike."""
+    cost = np.zeros((9, 64, 64), np.int32)
+    cost[0] = 300_000  # sum of a first layer's capacities >= 2**30
+    cost[1] = 300_000
+    w = np.ones((2, 64, 64), np.int32)
+    for method, kw in (("ishikawa", {}), ("ishikawa_pyramid", {"label_step": 2})):
+        with pytest.raises(ValueError, match="too large for the Ishikawa graph"):
+            solve_disparity(cost, w, method=method, backend=backend, **kw)
+
+
 def test_ishikawa_pyramid_default_step():
     from vision_cuts.stereo import _pyramid_step
 
