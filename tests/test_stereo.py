@@ -266,6 +266,18 @@ def test_cli_stereo_pyramid(tmp_path):
     assert cli.main(argv) == 0  # 34 labels: first step 2
     disp = read_pfm(pfm)
     assert (np.abs(disp[:, 33:] - 9) <= 1).mean() > 0.95
+    assert cli.main([*argv, "--label-step", "8"]) == 0
+    np.testing.assert_array_equal(
+        read_pfm(pfm),
+        stereo_disparity(
+            left, right, max_disparity=33,
+            method="ishikawa_pyramid", label_step=8, backend="cpu",
+        ),
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match="label_step must be a power of two"):
+        cli.main([*argv, "--label-step", "3"])
+    with pytest.raises(SystemExit, match="label_step applies to"):
+        cli.main([*argv[:5], "--label-step", "2", "--backend", "cpu"])
 
 
 @pytest.mark.parametrize(

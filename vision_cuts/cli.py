@@ -237,6 +237,7 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
             method=args.method,
             backend=args.backend,
             callback=progress,
+            label_step=args.label_step,
         )
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -323,6 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest disparity searched (pixels)",
     )
     st.add_argument("--method", choices=STEREO_METHODS, default="expansion")
+    st.add_argument(
+        "--label-step",
+        type=int,
+        default=None,
+        help="ishikawa_pyramid: the first level's step, a power of two (default: the "
+        "largest that leaves at least 16 labels)",
+    )
     st.add_argument("-o", "--output", help="write the disparity picture (PNG)")
     st.add_argument(
         "--colormap",

@@ -113,6 +113,7 @@ def stereo(args: argparse.Namespace) -> int:
         max_disparity=args.max_disparity,
         method=args.method,
         backend=args.backend,
+        label_step=args.label_step,
     )
 
 
