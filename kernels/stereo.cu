@@ -42,7 +42,7 @@
 //                    * sign(base_p - base_q), minus the column's least; writes source
 //                    (K-1, M, N), sink and the 6 arc planes (K-1, M, N) of every layer
 //                    (pair arcs w_pq * step between neighbours with closer bases, +z the
-//                    costs, -z VC_ISH_INF), and adds the column's C[0] to bound[0] and
+//                    costs, -z `inf`), and adds the column's C[0] to bound[0] and
 //                    its largest C to cmax[0] (atomically; the host checks both).
 // The move and energy kernels also serve vision_cuts.minimize_labels on the device
 // (2-D and 3-D grids, 4 / 6 neighbours, any metric V as a matrix).
@@ -333,8 +333,6 @@ extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur,
 }
 
 // ---- the Ishikawa pyramid's window graphs -------------------------------------------
-#define VC_ISH_INF (1 << 30)  // stereo._ISHIKAWA_INF
-
 // the window cost of label l at pixel p (see ishikawa_window)
 __device__ __forceinline__ long long ish_window_cost(const int* __restrict__ cost, int p,
                                                      int mn, int D, long long l, int half,
@@ -355,7 +353,8 @@ __device__ __forceinline__ long long ish_window_cost(const int* __restrict__ cos
 extern "C" __global__ void ishikawa_window(const int* __restrict__ cost,
                                            const long long* __restrict__ base,
                                            const int* __restrict__ w, int D, int m, int n,
-                                           int step, int K, int* __restrict__ source,
+                                           int step, int K, int inf,
+                                           int* __restrict__ source,
                                            int* __restrict__ sink, int* __restrict__ edges,
                                            unsigned long long* __restrict__ bound,
                                            int* __restrict__ cmax) {
@@ -425,6 +424,6 @@ extern "C" __global__ void ishikawa_window(const int* __restrict__ cost,
         edges[2LL * L * mn + g] = arc[2];
         edges[3LL * L * mn + g] = arc[3];
         if (k == L - 1) edges[4LL * L * mn + g] = 0;
-        edges[5LL * L * mn + g] = k > 0 ? VC_ISH_INF : 0;
+        edges[5LL * L * mn + g] = k > 0 ? inf : 0;
     }
 }

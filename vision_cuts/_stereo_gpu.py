@@ -149,24 +149,20 @@ def cost_volume_gpu(
 # ------------------------------------------------------------- Ishikawa pyramid
 def window_graph_gpu(
     cost: Any, base: Any, weights: Any, step: int, count: int, inf: int
-) -> tuple[Any, Any, Any]:
+) -> tuple[Any, Any, Any, int, int]:
     """The Ishikawa graph of :func:`vision_cuts.stereo._window_cut` built on the
     device in one launch (``ishikawa_window``): source, sink (count - 1, M, N) and the
-    arc planes (6, count - 1, M, N), int32 CuPy arrays.
+    arc planes (6, count - 1, M, N), int32 CuPy arrays, then the sum of the first
+    layer's capacities and the largest column capacity (one host read), which the
+    caller checks against ``inf``, the -z capacity.
 
     ``cost`` (D, M, N) int32, ``base`` (M, N) int64, ``weights`` (2, M, N) int32, all
-    CuPy and C-contiguous; ``count >= 2``; ``inf``: the -z capacity. Raises
-    ValueError, as the host construction does, where the costs do not fit it.
+    CuPy and C-contiguous; ``count >= 2``.
     """
     import cupy
 
     ndisp, m, n = (int(v) for v in cost.shape)
     layers = count - 1
-    if 6 * layers * m * n > _INT32_MAX or ndisp * m * n > _INT32_MAX:
-        raise ValueError(
-            f"the window graph has {6 * layers * m * n} arc entries; the GPU kernels "
-            f"index at most {_INT32_MAX}"
-        )
     source = cupy.empty((layers, m, n), dtype=cupy.int32)
     sink = cupy.empty((layers, m, n), dtype=cupy.int32)
     edges = cupy.empty((6, layers, m, n), dtype=cupy.int32)
@@ -183,6 +179,7 @@ def window_graph_gpu(
             np.int32(n),
             np.int32(step),
             np.int32(count),
+            np.int32(inf),
             source,
             sink,
             edges,
@@ -191,12 +188,7 @@ def window_graph_gpu(
         ),
     )
     bound, top = (int(v) for v in checks.get())
-    if bound >= inf or top + inf > _INT32_MAX:
-        raise ValueError(
-            "cost is too large for the Ishikawa graph in int32 (sum of cost[0] = "
-            f"{bound} >= {inf}); lower the cost scale"
-        )
-    return source, sink, edges
+    return source, sink, edges, bound, top
 
 
 # --------------------------------------------------------------------- move groups

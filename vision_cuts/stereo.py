@@ -466,12 +466,7 @@ def _ishikawa(cost: Any, w: Any, backend: str, stats: list | None = None) -> Any
     layers = ndisp - 1
     # A valid cut (d = 0 everywhere) costs sum C[0] (no pairwise term); the min cut is
     # never dearer, so it cuts no -z arc as long as that bound is below the "infinity".
-    bound = int(c[0].sum())
-    if bound >= _ISHIKAWA_INF or int(c.max()) + _ISHIKAWA_INF > _INT32_MAX:
-        raise ValueError(
-            "cost is too large for the Ishikawa graph in int32 (sum of cost[0] = "
-            f"{bound} >= {_ISHIKAWA_INF}); lower the cost scale"
-        )
+    _check_ishikawa_fits(int(c[0].sum()), int(c.max()))
     source = xp.zeros((layers, m, n), dtype=np.int32)
     sink = xp.zeros((layers, m, n), dtype=np.int32)
     source[0] = c[0]
@@ -487,6 +482,16 @@ def _ishikawa(cost: Any, w: Any, backend: str, stats: list | None = None) -> Any
     edges[0, :, :, -1] = 0
     edges[2, :, -1, :] = 0
     return _ishikawa_cut(source, sink, edges, backend, stats)
+
+
+def _check_ishikawa_fits(bound: int, top: int) -> None:
+    """An Ishikawa graph whose first layer's capacities sum to ``bound`` and whose
+    largest column capacity is ``top`` fits int32 with the "infinite" -z arcs."""
+    if bound >= _ISHIKAWA_INF or top + _ISHIKAWA_INF > _INT32_MAX:
+        raise ValueError(
+            "cost is too large for the Ishikawa graph in int32 (sum of cost[0] = "
+            f"{bound} >= {_ISHIKAWA_INF}); lower the cost scale"
+        )
 
 
 def _ishikawa_cut(
@@ -583,7 +588,8 @@ def _window_cut(
     if backend == "gpu":
         from ._stereo_gpu import window_graph_gpu
 
-        graph = window_graph_gpu(cost, base, w, step, count, _ISHIKAWA_INF)
+        *graph, bound, top = window_graph_gpu(cost, base, w, step, count, _ISHIKAWA_INF)
+        _check_ishikawa_fits(bound, top)
         return base + step * _ishikawa_cut(*graph, backend, stats)
     prefix_sums, top = _cost_prefix(cost) if prefix is None else prefix
     costs = _window_costs(prefix_sums, top, base, step, count, w)
