@@ -34,8 +34,11 @@
 //                    dropped; *e_new = 0.
 // The Ishikawa pyramid (stereo._window_cut on the device):
 //   ishikawa_window  one thread a pixel p: the Ishikawa graph of the labels base[p] +
-//                    r * step, r = 0 .. K-1 (K >= 2): the window costs (the rounded
-//                    mean of cost[l - step/2 .. l + step/2] within [0, D); outside
+//                    r * step, r = 0 .. K-1 (K >= 2): the window costs (over the d in
+//                    [l - step/2, l + step/2] within [0, D): slope_div 0, the rounded
+//                    mean of cost[d]; slope_div > 0, the least of cost[d] + (W_p |d -
+//                    l| + slope_div / 2) / slope_div, W_p the sum of p's pair weights;
+//                    outside
 //                    [0, D) the pixel's largest cost plus (step * its pair weights + 1)
 //                    a step beyond), plus slope * r, slope = sum over the neighbours q
 //                    whose base differs from p's by at least (K-1) step of w_pq * step
@@ -337,12 +340,22 @@ extern "C" __global__ void stereo_commit(long long* e_new, long long* e_cur,
 __device__ __forceinline__ long long ish_window_cost(const int* __restrict__ cost, int p,
                                                      int mn, int D, long long l, int half,
                                                      int step, long long top,
-                                                     long long pen) {
+                                                     long long pen, long long wsum,
+                                                     int slope_div) {
     if (l < 0 || l >= D) {
         const long long out = l < 0 ? -l : l - (D - 1);
         return top + (out + step - 1) / step * pen;
     }
     const int lo = max(0, (int)l - half), hi = min(D, (int)l + half + 1);
+    if (slope_div > 0) {
+        long long best = 0x7fffffffffffffffLL;
+        for (int k = lo; k < hi; ++k) {
+            const long long dist = k > l ? k - l : l - k;
+            best = min(best, (long long)cost[(long long)k * mn + p] +
+                                 (wsum * dist + slope_div / 2) / slope_div);
+        }
+        return best;
+    }
     long long sum = 0;
     for (int k = lo; k < hi; ++k) sum += cost[(long long)k * mn + p];
     const long long num = 2 * sum + (hi - lo), den = 2 * (long long)(hi - lo);
@@ -353,7 +366,7 @@ __device__ __forceinline__ long long ish_window_cost(const int* __restrict__ cos
 extern "C" __global__ void ishikawa_window(const int* __restrict__ cost,
                                            const long long* __restrict__ base,
                                            const int* __restrict__ w, int D, int m, int n,
-                                           int step, int K, int inf,
+                                           int step, int K, int inf, int slope_div,
                                            int* __restrict__ source,
                                            int* __restrict__ sink, int* __restrict__ edges,
                                            unsigned long long* __restrict__ bound,
@@ -395,7 +408,8 @@ extern "C" __global__ void ishikawa_window(const int* __restrict__ cost,
     long long lo = 0x7fffffffffffffffLL;
     for (int r = 0; r < K; ++r) {
         const long long c =
-            ish_window_cost(cost, p, mn, D, b + (long long)r * step, half, step, top, pen) +
+            ish_window_cost(cost, p, mn, D, b + (long long)r * step, half, step, top, pen,
+                            wsum, slope_div) +
             slope * r;
         lo = min(lo, c);
     }
@@ -403,7 +417,8 @@ extern "C" __global__ void ishikawa_window(const int* __restrict__ cost,
     long long hi = 0;
     for (int r = 0; r < K; ++r) {
         const long long c =
-            ish_window_cost(cost, p, mn, D, b + (long long)r * step, half, step, top, pen) +
+            ish_window_cost(cost, p, mn, D, b + (long long)r * step, half, step, top, pen,
+                            wsum, slope_div) +
             slope * r - lo;
         hi = max(hi, c);
         const int cc = (int)min(c, 0x7fffffffLL);

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -488,9 +490,11 @@ def test_solver_bad_inputs(rng):
 # ---- the Ishikawa pyramid ------------------------------------------------------------
 
 
-def _window_cost_oracle(cost, base, step, count):
+def _window_cost_oracle(cost, base, step, count, w, slope_div=0):
     """The window costs of stereo._window_costs, written directly: (count, M, N), None
-    where a label lies outside [0, D)."""
+    where a label lies outside [0, D). slope_div 0: the mean of the window's costs,
+    rounded half up; k > 0: the least of C(d) + round(W |d - l| / k), half up, W the
+    sum of the pixel's pair weights."""
     ndisp, m, n = cost.shape
     out = np.empty((count, m, n), dtype=object)
     for r in range(count):
@@ -502,13 +506,28 @@ def _window_cost_oracle(cost, base, step, count):
                     continue
                 lo, hi = max(0, lab - step // 2), min(ndisp, lab + step // 2 + 1)
                 vals = cost[lo:hi, y, x].astype(np.int64)
-                out[r, y, x] = (2 * int(vals.sum()) + len(vals)) // (2 * len(vals))
+                if slope_div == 0:
+                    out[r, y, x] = (2 * int(vals.sum()) + len(vals)) // (2 * len(vals))
+                    continue
+                pair = sum(
+                    int(w[k, y, x]) if 0 <= yy < m and 0 <= xx < n else 0
+                    for k, yy, xx in ((0, y, x + 1), (1, y + 1, x))
+                )
+                pair += int(w[0, y, x - 1]) if x > 0 else 0
+                pair += int(w[1, y - 1, x]) if y > 0 else 0
+                out[r, y, x] = min(
+                    int(vals[d - lo])
+                    + math.floor(
+                        Fraction(pair * abs(d - lab), slope_div) + Fraction(1, 2)
+                    )
+                    for d in range(lo, hi)
+                )
     return out
 
 
-def _window_brute_force(cost, w, base, step, count):
+def _window_brute_force(cost, w, base, step, count, slope_div=0):
     """Least energy over every labelling base + r * step (r < count) inside [0, D)."""
-    wc = _window_cost_oracle(cost, base, step, count)
+    wc = _window_cost_oracle(cost, base, step, count, w, slope_div)
     m, n = base.shape
     best = None
     for flat in itertools.product(range(count), repeat=m * n):
@@ -524,8 +543,8 @@ def _window_brute_force(cost, w, base, step, count):
     return best
 
 
-def _window_energy(cost, w, base, step, count, d):
-    wc = _window_cost_oracle(cost, base, step, count)
+def _window_energy(cost, w, base, step, count, d, slope_div=0):
+    wc = _window_cost_oracle(cost, base, step, count, w, slope_div)
     r = (d - base) // step
     assert ((d - base) % step == 0).all() and r.min() >= 0 and r.max() < count
     e = sum(wc[r[y, x], y, x] for y in range(d.shape[0]) for x in range(d.shape[1]))
@@ -546,20 +565,43 @@ def _window_problem(rng, ndisp, m, n, step, count):
     return cost, w, base.astype(np.int64)
 
 
+@pytest.mark.parametrize("slope_div", [0, 4, 3])
+def test_window_costs_equal_the_oracle(rng, slope_div):
+    from vision_cuts.stereo import _cost_prefix, _window_costs
+
+    for step, count in ((1, 3), (2, 3), (4, 3), (4, 5)):
+        cost, w, base = _window_problem(rng, 23, 4, 5, step, count)
+        got = _window_costs(*_cost_prefix(cost), base, step, count, w, cost, slope_div)
+        want = _window_cost_oracle(cost, base, step, count, w, slope_div)
+        inside = want != None  # noqa: E711 (an object array)
+        assert inside.any() and (~inside).any()
+        np.testing.assert_array_equal(got[inside], want[inside].astype(np.int64))
+        assert (got[~inside] > cost.max()).all()
+
+
+@pytest.mark.parametrize("slope_div", [0, 4, 3])
 @pytest.mark.parametrize(
     "ndisp, shape, step, count",
-    [(7, (2, 3), 1, 3), (9, (2, 3), 2, 3), (9, (3, 3), 1, 3), (13, (2, 2), 2, 4)],
+    [
+        (7, (2, 3), 1, 3),
+        (9, (2, 3), 2, 3),
+        (9, (3, 3), 1, 3),
+        (13, (2, 2), 2, 4),
+        (17, (2, 3), 4, 3),
+    ],
 )
-def test_window_cut_is_the_minimum_over_the_windows(rng, ndisp, shape, step, count):
+def test_window_cut_is_the_minimum_over_the_windows(
+    rng, ndisp, shape, step, count, slope_div
+):
     from vision_cuts.stereo import _window_cut
 
     for _ in range(4):
         cost, w, base = _window_problem(rng, ndisp, *shape, step, count)
-        d = _window_cut(cost, w, base, step, count, "cpu")
+        d = _window_cut(cost, w, base, step, count, "cpu", slope_div=slope_div)
         assert d.min() >= 0 and d.max() < ndisp
-        assert _window_energy(cost, w, base, step, count, d) == _window_brute_force(
-            cost, w, base, step, count
-        )
+        assert _window_energy(
+            cost, w, base, step, count, d, slope_div
+        ) == _window_brute_force(cost, w, base, step, count, slope_div)
 
 
 def test_ishikawa_pyramid_levels(rng):
@@ -600,9 +642,9 @@ def test_ishikawa_pyramid_last_level_is_exact_around_its_start(rng, monkeypatch)
     calls = []
     real = st._window_cut
 
-    def spy(cost, w, base, step, count, backend, solver=None, prefix=None):
-        out = real(cost, w, base, step, count, backend, solver, prefix)
-        calls.append((base.copy(), step, count, out.copy()))
+    def spy(cost, w, base, step, count, backend, solver=None, prefix=None, slope_div=0):
+        out = real(cost, w, base, step, count, backend, solver, prefix, slope_div)
+        calls.append((base.copy(), step, count, out.copy(), slope_div))
         return out
 
     monkeypatch.setattr(st, "_window_cut", spy)
@@ -612,8 +654,9 @@ def test_ishikawa_pyramid_last_level_is_exact_around_its_start(rng, monkeypatch)
         d = solve_disparity(
             cost, w, method="ishikawa_pyramid", label_step=2, backend="cpu"
         )
-        base, step, count, out = calls[-1]
+        base, step, count, out, _ = calls[-1]
         assert step == 1 and count == 3
+        assert [c[4] for c in calls] == [st.PYRAMID_SLOPE_DIV, 0]
         np.testing.assert_array_equal(out, d)
         np.testing.assert_array_equal(base + 1, calls[0][3])  # around level 1's d
         assert _window_energy(cost, w, base, 1, 3, d) == _window_brute_force(
@@ -902,19 +945,25 @@ def test_gpu_window_cut_is_the_cpu_minimum(rng):
         (61, (17, 23), 4, 16),
     ]
     for ndisp, shape, step, count in cases:
-        for shift in (0, -13):
+        for shift, slope_div in ((0, 0), (-13, 0), (0, 4), (-13, 3)):
             cost, w, base = _window_problem(rng, ndisp, *shape, step, count)
             cost = cost + np.int32(shift)
-            ref = _window_cut(cost, w, base, step, count, "cpu")
+            ref = _window_cut(cost, w, base, step, count, "cpu", slope_div=slope_div)
             got = _window_cut(
-                cp.asarray(cost), cp.asarray(w), cp.asarray(base), step, count, "gpu"
+                cp.asarray(cost),
+                cp.asarray(w),
+                cp.asarray(base),
+                step,
+                count,
+                "gpu",
+                slope_div=slope_div,
             )
             assert isinstance(got, cp.ndarray)
             got = got.get()
             assert got.min() >= 0 and got.max() < ndisp
-            assert _window_energy(cost, w, base, step, count, got) == _window_energy(
-                cost, w, base, step, count, ref
-            )
+            assert _window_energy(
+                cost, w, base, step, count, got, slope_div
+            ) == _window_energy(cost, w, base, step, count, ref, slope_div)
 
 
 @pytest.mark.gpu
@@ -929,9 +978,9 @@ def test_gpu_ishikawa_pyramid_levels_are_exact(rng, monkeypatch):
     calls = []
     real = st._window_cut
 
-    def spy(cost, w, base, step, count, backend, solver=None, prefix=None):
-        out = real(cost, w, base, step, count, backend, solver, prefix)
-        calls.append((cp.asnumpy(base), step, count, cp.asnumpy(out)))
+    def spy(cost, w, base, step, count, backend, solver=None, prefix=None, slope_div=0):
+        out = real(cost, w, base, step, count, backend, solver, prefix, slope_div)
+        calls.append((cp.asnumpy(base), step, count, cp.asnumpy(out), slope_div))
         return out
 
     monkeypatch.setattr(st, "_window_cut", spy)
@@ -950,11 +999,12 @@ def test_gpu_ishikawa_pyramid_levels_are_exact(rng, monkeypatch):
         assert isinstance(got, cp.ndarray)
         np.testing.assert_array_equal(got.get(), calls[-1][3])
         assert [c[1] for c in calls] == [label_step >> i for i in range(len(calls))]
-        for base, step, count, out in calls:
-            ref = real(cost, w, base, step, count, "cpu")
-            assert _window_energy(cost, w, base, step, count, out) == _window_energy(
-                cost, w, base, step, count, ref
-            )
+        assert [c[4] for c in calls] == [st.PYRAMID_SLOPE_DIV] + [0] * (len(calls) - 1)
+        for base, step, count, out, slope_div in calls:
+            ref = real(cost, w, base, step, count, "cpu", slope_div=slope_div)
+            assert _window_energy(
+                cost, w, base, step, count, out, slope_div
+            ) == _window_energy(cost, w, base, step, count, ref, slope_div)
         for lv in stats["levels"]:  # work counters of each level's solve
             s = lv["solver"]
             assert s["backend"] == "gpu" and 1 <= s["global_relabels"] <= 200

@@ -148,7 +148,13 @@ def cost_volume_gpu(
 
 # ------------------------------------------------------------- Ishikawa pyramid
 def window_graph_gpu(
-    cost: Any, base: Any, weights: Any, step: int, count: int, inf: int
+    cost: Any,
+    base: Any,
+    weights: Any,
+    step: int,
+    count: int,
+    inf: int,
+    slope_div: int = 0,
 ) -> tuple[Any, Any, Any, int, int]:
     """The Ishikawa graph of :func:`vision_cuts.stereo._window_cut` built on the
     device in one launch (``ishikawa_window``): source, sink (count - 1, M, N) and the
@@ -157,7 +163,8 @@ def window_graph_gpu(
     caller checks against ``inf``, the -z capacity.
 
     ``cost`` (D, M, N) int32, ``base`` (M, N) int64, ``weights`` (2, M, N) int32, all
-    CuPy and C-contiguous; ``count >= 2``.
+    CuPy and C-contiguous; ``count >= 2``; ``slope_div``: how a label's window of
+    disparities is pooled (:func:`vision_cuts.stereo._window_costs`).
     """
     import cupy
 
@@ -180,6 +187,7 @@ def window_graph_gpu(
             np.int32(step),
             np.int32(count),
             np.int32(inf),
+            np.int32(slope_div),
             source,
             sink,
             edges,

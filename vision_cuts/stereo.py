@@ -15,8 +15,9 @@ linear model ``min(|d_p - d_q|, truncation)`` or the linear model ``|d_p - d_q|`
 * ``method="ishikawa"``: the global minimum for the linear (convex) prior, one 3-D
   6-connected cut (Ishikawa 2003) with directed infinite constraint arcs.
 * ``method="ishikawa_pyramid"``: the linear prior coarse to fine over the labels: an
-  Ishikawa cut of the labels ``0, s, 2s, ...`` (costs averaged over each label's
-  window of disparities), then at steps ``s/2, s/4, ..., 1`` an Ishikawa cut over the
+  Ishikawa cut of the labels ``0, s, 2s, ...`` (each label's cost the least over its
+  window of disparities of the cost plus a quarter of the pixel's pair weights a
+  disparity away), then at steps ``s/2, s/4, ..., 1`` an Ishikawa cut over the
   three labels ``d_p - t, d_p, d_p + t`` of every pixel; each level is the exact
   minimum over its labels (``_window_cut``), the whole an approximation of the global
   minimum with graphs of ``~D/s`` and 2 layers instead of ``D - 1``.
@@ -78,6 +79,12 @@ _THIN_SETTINGS = (
 #: least this many coarse labels (61 disparities: step 4, 16 labels; measured on the
 #: motorcycle and the Middlebury sets, benchmarks/eval_stereo.py).
 PYRAMID_COARSE_LABELS = 16
+#: The pyramid's first level pools each coarse label's window of disparities as the
+#: least of ``C(d) + W_p |d - l| / 4`` (``W_p`` the sum of the pixel's pair weights;
+#: :func:`_window_costs`): measured on the seven Middlebury sets with steps 4-2-1
+#: forced, as accurate as the window's mean and nearer the exact cut's energy on each
+#: (benchmarks/eval_stereo.py, BENCHMARKS.md "The Ishikawa pyramid").
+PYRAMID_SLOPE_DIV = 4
 
 
 # --------------------------------------------------------------------------- inputs
@@ -529,34 +536,48 @@ def _window_costs(
     step: int,
     count: int,
     w: np.ndarray,
+    cost: np.ndarray | None = None,
+    slope_div: int = 0,
 ) -> np.ndarray:
     """The data costs of the labels ``base + r * step`` (r = 0 .. count - 1), (count, M,
-    N) int64: for ``step > 1`` the mean, rounded half up, of the costs of the
-    disparities ``l - step // 2 .. l + step // 2`` in ``[0, D)``, for ``step == 1`` the
-    cost itself (``prefix``, ``top``: :func:`_cost_prefix`). A label ``l`` outside
-    ``[0, D)`` costs the pixel's largest cost ``top`` plus ``(step * sum of the
-    pixel's pair weights + 1)`` for each step it lies beyond (rounded up): moving it a
-    step inwards lowers the energy whatever the neighbours are, so no minimum uses it.
-    The device builds the same costs inside ``ishikawa_window`` (kernels/stereo.cu).
+    N) int64, pooled over each label's window, the disparities ``d`` in ``[0, D)``
+    with ``|d - l| <= step // 2``: ``slope_div == 0``, the mean of their costs, rounded
+    half up; ``slope_div > 0``, the least of ``C(d) + (W_p |d - l| + slope_div // 2)
+    // slope_div``, ``W_p`` the sum of the pixel's pair weights (``cost``: the (D, M,
+    N) volume). For ``step == 1`` both are the cost itself (``prefix``, ``top``:
+    :func:`_cost_prefix`). A label ``l`` outside ``[0, D)`` costs the pixel's largest
+    cost ``top`` plus ``(step * W_p + 1)`` for each step it lies beyond (rounded up):
+    moving it a step inwards lowers the energy whatever the neighbours are (a pooled
+    cost is at most ``top``), so no minimum uses it. The device builds the same costs
+    inside ``ishikawa_window`` (kernels/stereo.cu).
     """
     ndisp = int(prefix.shape[0]) - 1
     half = step // 2
     lab = base[None] + step * np.arange(count, dtype=np.int64)[:, None, None]
     inside = np.clip(lab, 0, ndisp - 1)
-    lo = np.clip(inside - half, 0, ndisp)
-    hi = np.clip(inside + half + 1, 0, ndisp)
-    total = np.take_along_axis(prefix, hi, axis=0)
-    total -= np.take_along_axis(prefix, lo, axis=0)
-    span = hi - lo
-    cost = (2 * total + span) // (2 * span)  # the mean, rounded half up
     wsum = np.zeros(base.shape, dtype=np.int64)
     wsum[:, :-1] += w[0, :, :-1]
     wsum[:, 1:] += w[0, :, :-1]
     wsum[:-1] += w[1, :-1]
     wsum[1:] += w[1, :-1]
+    if slope_div:
+        pooled = np.take_along_axis(cost, inside, axis=0).astype(np.int64)
+        for k in range(1, half + 1):
+            extra = (wsum * k + slope_div // 2) // slope_div
+            for d in (inside - k, inside + k):
+                ok = (d >= 0) & (d < ndisp)
+                got = np.take_along_axis(cost, np.clip(d, 0, ndisp - 1), axis=0)
+                pooled = np.where(ok, np.minimum(pooled, got + extra[None]), pooled)
+    else:
+        lo = np.clip(inside - half, 0, ndisp)
+        hi = np.clip(inside + half + 1, 0, ndisp)
+        total = np.take_along_axis(prefix, hi, axis=0)
+        total -= np.take_along_axis(prefix, lo, axis=0)
+        span = hi - lo
+        pooled = (2 * total + span) // (2 * span)  # the mean, rounded half up
     outside = (np.abs(lab - inside) + step - 1) // step
     out = top[None] + outside * (step * wsum + 1)[None]
-    return np.where(outside > 0, out, cost)
+    return np.where(outside > 0, out, pooled)
 
 
 def _window_cut(
@@ -568,10 +589,12 @@ def _window_cut(
     backend: str,
     stats: list | None = None,
     prefix: tuple | None = None,
+    slope_div: int = 0,
 ) -> Any:
     """The labelling ``d_p = base_p + r_p * step`` (``0 <= r_p < count``) of least
-    energy under :func:`_window_costs` and the linear prior, exactly, provided
-    neighbours with different bases differ by at least ``(count - 1) * step``.
+    energy under :func:`_window_costs` (pooled by ``slope_div``) and the linear prior,
+    exactly, provided neighbours with different bases differ by at least ``(count -
+    1) * step``.
 
     The prior of a pair ``(p, q)`` is ``w_pq |base_p - base_q + step (r_p - r_q)|``:
     with equal bases Ishikawa's pair arcs of capacity ``w_pq * step``; otherwise the
@@ -588,11 +611,13 @@ def _window_cut(
     if backend == "gpu":
         from ._stereo_gpu import window_graph_gpu
 
-        *graph, bound, top = window_graph_gpu(cost, base, w, step, count, _ISHIKAWA_INF)
+        *graph, bound, top = window_graph_gpu(
+            cost, base, w, step, count, _ISHIKAWA_INF, slope_div
+        )
         _check_ishikawa_fits(bound, top)
         return base + step * _ishikawa_cut(*graph, backend, stats)
     prefix_sums, top = _cost_prefix(cost) if prefix is None else prefix
-    costs = _window_costs(prefix_sums, top, base, step, count, w)
+    costs = _window_costs(prefix_sums, top, base, step, count, w, cost, slope_div)
     far = (count - 1) * step
     slope = np.zeros(base.shape, dtype=np.int64)
     arcs = np.zeros(w.shape, dtype=np.int64)
@@ -647,9 +672,10 @@ def _ishikawa_pyramid(
     """The linear prior coarse to fine over the labels (see the module docstring);
     ``callback(done, total)`` after each level.
 
-    Level 1: the labels ``0, s, 2s, ...`` below D (window costs of step ``s``); each
-    later level halves the step ``t`` and cuts the three labels ``d_p - t, d_p,
-    d_p + t`` around the last level's ``d`` (multiples of ``2t``, so neighbours with
+    Level 1: the labels ``0, s, 2s, ...`` below D (window costs of step ``s`` pooled
+    by :data:`PYRAMID_SLOPE_DIV`); each later level halves the step ``t`` and cuts the
+    three labels ``d_p - t, d_p, d_p + t`` (their windows' mean costs) around the last
+    level's ``d`` (multiples of ``2t``, so neighbours with
     different labels differ by at least ``2t``: every level is exact,
     :func:`_window_cut`). The last level (``t = 1``) is the exact minimum of the true
     energy over ``{d_p - 1, d_p, d_p + 1}``.
@@ -675,7 +701,9 @@ def _ishikawa_pyramid(
         prefix = _cost_prefix(c) if xp is np else None
         levels = [(step, (ndisp - 1) // step + 1)]
         d = xp.zeros((m, n), np.int64)
-        d = _window_cut(c, w, d, step, levels[0][1], backend, solver, prefix)
+        d = _window_cut(
+            c, w, d, step, levels[0][1], backend, solver, prefix, PYRAMID_SLOPE_DIV
+        )
         if callback is not None:
             callback(1, total)
         t = step
