@@ -65,12 +65,13 @@ GPU_MOVES_PER_CUT = 4
 _ISHIKAWA_INF = 2**30
 #: GPU settings of the thin Ishikawa graphs (largest layers, maxflow_grid_gpu knobs;
 #: the first that fits), where the grid solver's 3-D default, 16 x 8 x 8 push tiles,
-#: spans more layers than the graph has. H200, the motorcycle's pyramid, three
-#: alternated passes (ms): its levels 46.0-46.6 / 5.1-5.7 / 4.2-4.4 -> 41.6-42.0 /
-#: 4.0-4.3 / 2.6-2.7, end to end 59.8-62.0 -> 52.1-54.6 (15 layers: the tiles alone
-#: 44.7-45.1, 32 local rounds or 16 x 8 x 4 BFS tiles alone 42.8-43.0); tsukuba's exact
-#: cut (15 layers) 7.6 -> 6.3. Not the solver's default for thin grids: segmentation
-#: slabs of 2 to 12 slices solve 0.1 ms slower with these tiles.
+#: spans more layers than the graph has. H200, the motorcycle's pyramid (its first
+#: level then pooled by the mean), three alternated passes (ms): its levels
+#: 46.0-46.6 / 5.1-5.7 / 4.2-4.4 -> 41.6-42.0 / 4.0-4.3 / 2.6-2.7, end to end
+#: 59.8-62.0 -> 52.1-54.6 (15 layers: the tiles alone 44.7-45.1, 32 local rounds or
+#: 16 x 8 x 4 BFS tiles alone 42.8-43.0); tsukuba's exact cut (15 layers) 7.6 -> 6.3.
+#: Not the solver's default for thin grids: segmentation slabs of 2 to 12 slices solve
+#: 0.1 ms slower with these tiles.
 _THIN_SETTINGS = (
     (2, {"tile": (16, 16, 2), "bfs_tile": (16, 16, 2)}),
     (15, {"tile": (16, 16, 4), "bfs_tile": (16, 8, 4), "local_iters": 32}),
