@@ -38,11 +38,11 @@
 //                    [l - step/2, l + step/2] within [0, D): slope_div 0, the rounded
 //                    mean of cost[d]; slope_div > 0, the least of cost[d] + (W_p |d -
 //                    l| + slope_div / 2) / slope_div, W_p the sum of p's pair weights;
-//                    outside
-//                    [0, D) the pixel's largest cost plus (step * its pair weights + 1)
-//                    a step beyond), plus slope * r, slope = sum over the neighbours q
-//                    whose base differs from p's by at least (K-1) step of w_pq * step
-//                    * sign(base_p - base_q), minus the column's least; writes source
+//                    outside [0, D) the pixel's largest cost plus (step * its pair
+//                    weights + 1) a step beyond), plus slope * r, slope = sum over the
+//                    neighbours q whose base differs from p's by at least (K-1) step
+//                    of w_pq * step * sign(base_p - base_q), minus the column's
+//                    least; writes source
 //                    (K-1, M, N), sink and the 6 arc planes (K-1, M, N) of every layer
 //                    (pair arcs w_pq * step between neighbours with closer bases, +z the
 //                    costs, -z `inf`), and adds the column's C[0] to bound[0] and
