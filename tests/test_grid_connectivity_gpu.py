@@ -107,6 +107,29 @@ def test_gpu_8_connected_corner_pushes(monkeypatch, tile, relabel):
         _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=2, tile=tile)
 
 
+@pytest.mark.parametrize(("shape", "levels"), [((400, 256), 31), ((520, 256), 23)])
+def test_gpu_8_connected_level_bfs_three_words(monkeypatch, rng, shape, levels):
+    """8-connected grids whose level-BFS regions do not fit two words a thread take
+    three and the most levels a phase that fit (``_level_plan``; forced here by a
+    device of two SMs): exact against SciPy, and the solve is the tile BFS's (the
+    same distances, so the same active counts after every relabel)."""
+    pytest.importorskip("cupy")
+    import vision_cuts._maxflow_gpu as mg
+
+    monkeypatch.setattr(mg, "_REUSE", False)
+    monkeypatch.setattr(mg, "sm_count", lambda *args: 2)
+    for density in (0.5, 1.0):
+        src, snk, e = random_planes(rng, shape, 8, high=40, density=density)
+        want = scipy_maxflow(src, snk, e)
+        stats = _check(src, snk, e, want, repeats=2)
+        assert stats["level_bfs"] and stats["bfs_level_words"] == 3
+        assert stats["bfs_level"][4] == levels and stats["bfs_level"][3] <= 2
+        with monkeypatch.context() as m:
+            m.setattr(mg, "_BFS_LEVEL_DIAG_MAX_NODES", 0)
+            tiles = _check(src, snk, e, want, repeats=1)
+        assert not tiles["level_bfs"] and tiles["active"] == stats["active"]
+
+
 @pytest.mark.parametrize("tile", [(4, 4, 1), (32, 8, 1)])
 def test_gpu_8_connected_persistent_tail(rng, tile):
     """The 8-connected tail schedule (persistent push grid, 4 sweeps a relabel): every

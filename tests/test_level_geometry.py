@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vision_cuts._maxflow_gpu import _level_geometry
+from vision_cuts._maxflow_gpu import _LV_WIDE_MIN_L, _level_geometry, _level_plan
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,42 @@ def test_regions_cover_the_grid_and_fit_the_blocks(nx, ny, levels, gmax):
 def test_a_grid_too_large_for_the_regions_has_none():
     assert _level_geometry(2828, 2828, 132, 31) is None
     assert _level_geometry(1414, 1414, 132, 31) is not None
+
+
+@pytest.mark.parametrize(
+    "nx, ny", [(2000, 2000), (2400, 2400), (2828, 2828), (3840, 2160), (2160, 3840),
+               (256, 400), (256, 520), (8190, 1024)],
+)  # fmt: skip
+@pytest.mark.parametrize("gmax", [2, 108, 132])
+@pytest.mark.parametrize("levels", [10, 24, 31])
+def test_level_plan_takes_three_words_where_two_do_not_fit(nx, ny, gmax, levels):
+    """Two words a thread at the levels asked for where they fit; else, with
+    diagonals only, three words and the most levels a phase (at least _LV_WIDE_MIN_L,
+    at most those asked for) that fit; None where nothing does."""
+    two = _level_geometry(nx, ny, gmax, levels, 1024, 2)
+    for diag in (False, True):
+        plan = _level_plan(nx, ny, gmax, levels, diag)
+        if two is not None:
+            assert plan == (2, levels, two)
+            continue
+        if not diag:
+            assert plan is None
+            continue
+        wide = [lv for lv in range(_LV_WIDE_MIN_L, levels + 1)
+                if _level_geometry(nx, ny, gmax, lv, 1024, 3) is not None]  # fmt: skip
+        if not wide:
+            assert plan is None
+            continue
+        nper, lv, geo = plan
+        assert (nper, lv) == (3, max(wide))
+        assert geo == _level_geometry(nx, ny, gmax, lv, 1024, 3)
+        cw, ch, rxn, regions = geo
+        assert regions <= gmax and (cw + 2) * (ch + 2 * lv) <= 3 * 1024
+
+
+def test_level_plan_of_8_megapixels():
+    # 2828 x 2828 on 132 SMs: no two-word split; three words at 30 levels a phase
+    assert _level_geometry(2828, 2828, 132, 31, 1024, 2) is None
+    assert _level_plan(2828, 2828, 132, 31, True)[:2] == (3, 30)
+    assert _level_plan(2828, 2828, 132, 31, False) is None
+    assert _level_plan(2000, 2000, 132, 31, True)[:2] == (2, 31)

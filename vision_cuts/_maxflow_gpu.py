@@ -23,11 +23,13 @@ sink capacity and int32 heights per node. The kernels are in ``kernels/``:
   distances of the last relabel stay where no changed arc lies on every shortest
   path (``gbfs_invalidate`` sets the others to ``INF``), and the BFS restarts from
   them and from the tiles the pushes touched. In 2-D grids of fewer than 2**21 nodes
-  the full relabels are level-synchronous instead (``gbfs_level``): one resident
-  block a SM owns a region of the grid and its halo, holds the residual arcs of 32
-  nodes a word as bit masks (``gbfs_wmask``), runs a whole BFS level of the region as
-  a few logic operations a word and one barrier, and meets the other blocks at a grid
-  barrier every ``_BFS_LEVEL_L`` levels to exchange the halos.
+  (2**23 with diagonals) the full relabels are level-synchronous instead
+  (``gbfs_level``): one resident block a SM owns a region of the grid and its halo,
+  holds the residual arcs of 32 nodes a word as bit masks (``gbfs_wmask``), runs a
+  whole BFS level of the region as a few logic operations a word and one barrier, and
+  meets the other blocks at a grid barrier every ``_BFS_LEVEL_L`` levels to exchange
+  the halos (two words a thread; 8-connected grids too large for that take three and
+  fewer levels a phase: ``_level_plan``).
 
 Loop: global relabel; while some node with excess can reach the sink, run
 ``sweeps_per_relabel`` sweeps (both colours) and relabel again. One round (the sweeps
@@ -124,6 +126,13 @@ _BFS_LEVEL_DIAG_MAX_NODES = 1 << 23
 _BFS_LEVEL_L = 31
 _LV_NT = 1024  # gbfs_level's block (LV_NT)
 _LV_NPER = 2  # its words a thread at most (LV_NPER)
+# diagonal grids whose regions do not fit two words a thread (above about 4 MP on 132
+# SMs) take three (64 registers: a few spills; 48 KiB of frontier buffers) and the
+# most levels a phase, down to _LV_WIDE_MIN_L, that fit, instead of the tile BFS (H200,
+# 8-connected: 2828 x 2828 astronaut 44.7 -> 32.3 ms, coffee 38.1 -> 28.8, 2400 x 2400
+# 33.7 -> 23.7); where two words fit they stay (2000 x 2000: 16.0 against 16.8 ms)
+_LV_NPER_WIDE = 3
+_LV_WIDE_MIN_L = 16
 # the push kernel keeps gbfs_level's bit masks (push tiles 32 nodes wide), so that
 # gbfs_wmask runs only for a solve's first relabel and gbfs_level counts the active
 # nodes (no gpr_count_active); False: gbfs_wmask and the count at every relabel
@@ -260,6 +269,25 @@ def _level_geometry(
         if best is None or key < best[0]:
             best = (key, (cw, ch, rxn, rxn * ryn))
     return None if best is None else best[1]
+
+
+def _level_plan(
+    nx: int, ny: int, gmax: int, levels: int, diag: bool, nt: int = _LV_NT
+) -> tuple | None:
+    """Words a thread, levels a phase and regions (as :func:`_level_geometry`) of
+    gbfs_level for an nx x ny grid on at most ``gmax`` blocks: ``_LV_NPER`` words and
+    ``levels`` levels where they fit; else, with diagonals, ``_LV_NPER_WIDE`` words and
+    the most levels from ``levels`` down to ``_LV_WIDE_MIN_L`` that fit; None where
+    nothing fits (the tile BFS runs)."""
+    geo = _level_geometry(nx, ny, gmax, levels, nt, _LV_NPER)
+    if geo is not None:
+        return _LV_NPER, levels, geo
+    if diag:
+        for lv in range(levels, _LV_WIDE_MIN_L - 1, -1):
+            geo = _level_geometry(nx, ny, gmax, lv, nt, _LV_NPER_WIDE)
+            if geo is not None:
+                return _LV_NPER_WIDE, lv, geo
+    return None
 
 
 def _resident_blocks(kernel: Any, threads: int, smem: int = 0) -> int:
@@ -465,7 +493,9 @@ class _Solver:
         self.bitloop = bool(int(defines["PR_BITLOOP"]))
         pr = get_module("grid_push_relabel.cu", defines)
         # gbfs_level's block and words a thread (the host sizes its regions by them)
-        bfs_defines = {"LV_NT": _LV_NT, "LV_NPER": _LV_NPER, **defines}
+        self.lv_plan = self._plan_level()
+        nper = self.lv_plan[0] if self.lv_plan is not None else _LV_NPER
+        bfs_defines = {"LV_NT": _LV_NT, "LV_NPER": nper, **defines}
         bfs = get_module(
             "grid_bfs.cu", {**bfs_defines, "TILE_X": bx, "TILE_Y": by, "TILE_Z": bz}
         )
@@ -497,6 +527,18 @@ class _Solver:
         self.k_inval = get_kernel(bfs, "gbfs_invalidate")
         return bfs_defines
 
+    def _plan_level(self) -> tuple | None:
+        """2-D: words a thread, levels a phase and regions of the level BFS
+        (:func:`_level_plan`) for one block a SM, or None (the tile BFS)."""
+        below = _BFS_LEVEL_DIAG_MAX_NODES if self.diag else _BFS_LEVEL_MAX_NODES
+        if not (_BFS_LEVEL and self.ndim == 2 and self.n < below):
+            return None
+        levels = int(_BFS_LEVEL_L)
+        if not 1 <= levels <= 31:
+            raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
+        nx, ny, _ = self.nxyz
+        return _level_plan(nx, ny, sm_count(), levels, self.diag)
+
     def _level_bfs(self, bfs_defines: dict) -> None:
         """2-D: the level-synchronous BFS for the full global relabels
         (``self.level``, None where it is not used), where its regions fit the
@@ -504,20 +546,20 @@ class _Solver:
         nx, ny, _ = self.nxyz
         self.wnx = -(-nx // 32)  # row words of the bit masks
         self.level = None
-        below = _BFS_LEVEL_DIAG_MAX_NODES if self.diag else _BFS_LEVEL_MAX_NODES
-        if _BFS_LEVEL and self.ndim == 2 and self.n < below:
-            levels = int(_BFS_LEVEL_L)
-            if not 1 <= levels <= 31:
-                raise ValueError(f"_BFS_LEVEL_L must be in [1, 31], got {levels}")
+        self.lv_nper = int(bfs_defines["LV_NPER"])
+        if self.lv_plan is not None:
+            levels = self.lv_plan[1]
             self.lv_nt = int(bfs_defines["LV_NT"])
             # one block a SM: a level's time is the issue of its block's warps
             sms = sm_count()
             gmax = min(sms, _resident_blocks(self.k_level, self.lv_nt, 48 * 1024))
-            nper = int(bfs_defines["LV_NPER"])
+            nper = self.lv_nper
             geo = _level_geometry(nx, ny, gmax, levels, self.lv_nt, nper)
             if geo is not None:
                 cw, ch, rxn, regions = geo
                 smem = 2 * (2 * self.lv_nt * nper) * 4  # two buffers of LV_S words
+                if smem > _STATIC_SMEM - 1024:  # (the kernel's own words on top)
+                    self.k_level.max_dynamic_shared_size_bytes = smem
                 if regions <= _resident_blocks(self.k_level, self.lv_nt, smem):
                     self.level = (cw, ch, rxn, regions, levels, smem)
         # push tiles 32 nodes wide keep the level BFS's bit masks up to date (a warp
@@ -1064,6 +1106,8 @@ def _get_solver(
         _BFS_LEVEL,
         _BFS_LEVEL_L,
         _BFS_LEVEL_DIAG_MAX_NODES,
+        _LV_NPER_WIDE,
+        _LV_WIDE_MIN_L,
         _DIAG_CORNERS,
         _BITLOOP,
         _TRACK_MASKS,
@@ -1606,6 +1650,7 @@ def _solve_stats(solver: _Solver, sched: _Schedule, rounds: _Rounds, secs: float
         "level_bfs": level,
         "colours": len(solver.colours),
         "bfs_level": solver.level[:5] if level else None,
+        "bfs_level_words": solver.lv_nper if level else None,
         "active": rounds.history,
         # device ms of each round (sweeps + global relabel), event to event
         "round_ms": [
