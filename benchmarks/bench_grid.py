@@ -43,12 +43,13 @@ def machine() -> str:
 
 
 def median_time(fn, repeat: int):
+    """(median, worst, last result) of ``repeat`` timed calls of ``fn``."""
     times, out = [], None
     for _ in range(repeat):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    return statistics.median(times), max(times), out
 
 
 def pymaxflow_solve(unary, weights):
@@ -165,6 +166,7 @@ def main(argv=None) -> int:
                 cpu_build=statistics.median(builds),
                 cpu_solve=statistics.median(solves),
                 cpu_total=statistics.median(total),
+                cpu_total_worst=max(total),
             )
         if "gpu" in args.backend:
             import cupy
@@ -190,7 +192,7 @@ def main(argv=None) -> int:
                 ).labels
                 return lab.get()
 
-            t_e2e, _ = median_time(e2e, max(args.repeat, 5))
+            t_e2e, w_e2e, _ = median_time(e2e, max(args.repeat, 5))
             # the graph's arrays handed over as they are: NumPy (uploaded through the
             # pinned staging buffers, checked on the device) and CuPy, labels back in
             # the same kind; and the floor of the NumPy call: the three arrays copied
@@ -210,8 +212,8 @@ def main(argv=None) -> int:
 
             numpy_in()
             cupy_in()
-            t_np, lab_np = median_time(numpy_in, max(args.repeat, 5))
-            t_cp, lab_cp = median_time(cupy_in, max(args.repeat, 5))
+            t_np, w_np, lab_np = median_time(numpy_in, max(args.repeat, 5))
+            t_cp, w_cp, lab_cp = median_time(cupy_in, max(args.repeat, 5))
             if not np.array_equal(lab_np, lab_cp.get()):
                 raise SystemExit(f"{name}: NumPy-in and CuPy-in labels differ")
             nbytes = sum(a.nbytes for a in host)
@@ -227,17 +229,21 @@ def main(argv=None) -> int:
                 )
 
             pinned_copy()
-            t_pin, _ = median_time(pinned_copy, max(args.repeat, 5))
+            t_pin, _, _ = median_time(pinned_copy, max(args.repeat, 5))
             del pinned, dst
             row.update(
                 gpu_numpy_in=t_np,
+                gpu_numpy_in_worst=w_np,
                 gpu_cupy_in=t_cp,
+                gpu_cupy_in_worst=w_cp,
                 pinned_copy=t_pin,
                 numpy_in_ratio=t_np / (t_cp + t_pin),
             )
             row.update(
                 gpu_solve=statistics.median(solves),
+                gpu_solve_worst=max(solves),
                 gpu_e2e=t_e2e,
+                gpu_e2e_worst=w_e2e,
                 gpu_stats={
                     k: v for k, v in stats.items() if isinstance(v, (int, float, str))
                 },
@@ -289,9 +295,29 @@ def main(argv=None) -> int:
         if not args.no_pymaxflow
         else ""
     )
+    # the worst of the timed calls beside their median (ms)
+    worst = [
+        c for c in ("cpu_total", "gpu_solve", "gpu_e2e", "gpu_cupy_in", "gpu_numpy_in")
+        if any(c + "_worst" in r for r in rows)
+    ]  # fmt: skip
+    if worst:
+        print(f"\n{'median / worst ms':36s}" + "".join(f"{c:>18s}" for c in worst))
+        for r in rows:
+            print(
+                f"{r['problem']:36s}"
+                + "".join(
+                    f"{r.get(c, nan) * 1e3:9.1f} /{r.get(c + '_worst', nan) * 1e3:7.1f}"
+                    for c in worst
+                )
+            )
     if args.json:
+        out = {"machine": machine(), "rows": rows}
+        if "gpu" in args.backend:
+            from vision_cuts._backend import gpu_name
+
+            out["gpu"] = gpu_name()
         with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "rows": rows}, f, indent=1)
+            json.dump(out, f, indent=1)
     return 0
 
 
