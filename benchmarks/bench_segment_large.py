@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import cv2
 import skimage.data
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_grid import machine, pymaxflow_solve  # noqa: E402
+from bench_grid import machine, median_time, pymaxflow_solve  # noqa: E402
 
 import vision_cuts as vc
 import vision_cuts._maxflow_gpu as mg
@@ -34,12 +32,8 @@ from vision_cuts.datasets.synthetic import segmentation_problem
 def timed(fn, n: int):
     """(median ms, worst ms, last result) of n calls after one warm-up."""
     fn()
-    ts, out = [], None
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts), 1e3 * max(ts), out
+    med, worst, out = median_time(fn, n)
+    return 1e3 * med, 1e3 * worst, out
 
 
 def main(argv=None) -> int:
