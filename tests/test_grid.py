@@ -131,6 +131,62 @@ def test_potts_form_equals_matrix_form(rng):
         assert a.energy(x) == b.energy(x) == direct_energy(unary, x, None, weights)
 
 
+
+@pytest.mark.parametrize(
+    "grid, conn",
+    [((7, 9), 4), ((7, 9), 8), ((1, 5), 8), ((4, 5, 6), 6), ((4, 5, 6), 18),
+     ((3, 4, 5), 26), ((300, 260), 8), ((40, 41, 42), 26)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16, np.uint32])
+def test_potts_one_pass_equals_array_expression(
+    grid, conn, dtype, rng, monkeypatch
+):
+    """NumPy integer inputs take the one-pass host path (threads from 2**16 nodes);
+    it gives the array expression's arrays, constant and errors."""
+    import vision_cuts._grid_energy_cpu as one_pass
+    from vision_cuts.grid import _potts_energy
+
+    calls = []
+    real = one_pass.potts_capacities
+    monkeypatch.setattr(
+        one_pass, "potts_capacities", lambda *a: calls.append(1) or real(*a)
+    )
+    D = conn // 2
+    signed = np.dtype(dtype).kind == "i"
+    for trial in range(3):
+        unary = rng.integers(-40 if signed else 0, 60, size=(*grid, 2)).astype(dtype)
+        weights = rng.integers(0, 30, size=(D, *grid)).astype(dtype)
+        if trial == 1 and signed:
+            # negative weights: those without a neighbour are ignored
+            for _ in range(3):
+                idx = tuple(int(rng.integers(0, n)) for n in (D, *grid))
+                weights[idx] = -1
+        try:
+            want = _potts_energy(unary.astype(np.int64), weights.astype(np.int64), np)
+            want_error = None
+        except ValueError as e:
+            want_error = e
+        if want_error is not None:
+            with pytest.raises(type(want_error)) as info:
+                grid_energy(unary, weights=weights, connectivity=conn)
+            assert str(info.value) == str(want_error)
+            assert getattr(info.value, "first", None) == getattr(
+                want_error, "first", None
+            )
+            assert getattr(info.value, "count", None) == getattr(
+                want_error, "count", None
+            )
+            continue
+        got = grid_energy(unary, weights=weights, connectivity=conn)
+        assert got.constant == want.constant
+        for name in ("source", "sink", "edges"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == np.int32 and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+    assert len(calls) == 3  # every call took the one-pass path
+
+
 def test_list_inputs(rng):
     unary = rng.integers(-9, 9, size=(2, 3, 2))
     weights = rng.integers(0, 9, size=(2, 2, 3))

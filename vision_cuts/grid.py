@@ -405,6 +405,10 @@ def grid_energy(
     if not (is_cupy_array(unary) or isinstance(unary, (np.ndarray, list, tuple))):
         raise TypeError(f"unary must be an array, got {type(unary).__name__}")
     xp = _xp(unary)
+    if xp is np and pairwise is None and weights is not None and scale is None:
+        u, w = np.asarray(unary), np.asarray(weights)
+        if _one_pass_dtype(u) and _one_pass_dtype(w):
+            return _potts_energy_host(u, w, connectivity)
     u = _as_cost(unary, "unary", scale, xp)
     if u.ndim not in (3, 4) or u.shape[-1] != 2:
         raise ValueError(
@@ -491,6 +495,54 @@ def grid_energy(
     return GridEnergy._trusted(
         s.astype(np.int32), t.astype(np.int32), edges.astype(np.int32), constant
     )
+
+
+def _one_pass_dtype(a: np.ndarray) -> bool:
+    """Whether the one-pass host path reads ``a`` as it is (integers that int64
+    holds; anything else takes the array expression and its casts and errors)."""
+    return a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
+
+
+def _potts_energy_host(u: np.ndarray, w: np.ndarray, connectivity: Any) -> GridEnergy:
+    """:func:`_potts_energy` for NumPy integer inputs, in one numba pass
+    (``_grid_energy_cpu``): the same arrays, constant and errors."""
+    from ._grid_energy_cpu import potts_capacities
+
+    if u.ndim not in (3, 4) or u.shape[-1] != 2:
+        raise ValueError(
+            f"unary must have shape (M, N, 2) or (P, M, N, 2), got {tuple(u.shape)}"
+        )
+    grid = tuple(u.shape[:-1])
+    ndim = len(grid)
+    D = connectivity_planes(connectivity, ndim) // 2
+    if tuple(w.shape) != (D, *grid):
+        raise ValueError(
+            f"weights must have shape (D, *grid) = {(D, *grid)} (D = {D} "
+            f"directions of this neighbourhood), got {tuple(w.shape)}"
+        )
+    steps = neighbour_offsets(ndim, 2 * D)[::2]
+    s, t, edges, constant, found = potts_capacities(u, w, steps)
+    if 2 * found["wmax"] > INT32_MAX:
+        raise ValueError(
+            f"weights must be <= {INT32_MAX // 2} (both arcs of a pair carry the "
+            f"weight), got {found['wmax']}"
+        )
+    if found["nneg"]:
+        first = found["first_neg"]
+        raise NonSubmodularError(
+            f"the energy is not submodular: {found['nneg']} edge(s) have a negative "
+            f"weight; the first is direction {first[0]} at node {first[1:]}",
+            count=found["nneg"],
+            first=first,
+        )
+    for name in ("source", "sink"):
+        if found["bad_" + name] is not None:
+            at, value = found["bad_" + name]
+            raise ValueError(
+                f"the {name} capacities of this energy exceed int32 ({INT32_MAX}); got "
+                f"{value} at index {at}: reduce the costs (or the scale)"
+            )
+    return GridEnergy._trusted(s, t, edges, constant)
 
 
 def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
