@@ -139,9 +139,7 @@ def test_potts_form_equals_matrix_form(rng):
     ids=str,
 )  # fmt: skip
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16, np.uint32])
-def test_potts_one_pass_equals_array_expression(
-    grid, conn, dtype, rng, monkeypatch
-):
+def test_potts_one_pass_equals_array_expression(grid, conn, dtype, rng, monkeypatch):
     """NumPy integer inputs take the one-pass host path (threads from 2**16 nodes);
     it gives the array expression's arrays, constant and errors."""
     import vision_cuts._grid_energy_cpu as one_pass
