@@ -139,12 +139,31 @@ def test_potts_form_equals_matrix_form(rng):
     ids=str,
 )  # fmt: skip
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16, np.uint32])
-def test_potts_one_pass_equals_array_expression(grid, conn, dtype, rng, monkeypatch):
-    """NumPy integer inputs take the one-pass host path (threads from 2**16 nodes);
-    it gives the array expression's arrays, constant and errors."""
-    import vision_cuts._grid_energy_cpu as one_pass
+@pytest.mark.parametrize(
+    "xp_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
+)
+def test_potts_one_pass_equals_array_expression(
+    grid, conn, dtype, xp_name, rng, monkeypatch
+):
+    """Integer inputs take the one-pass path (NumPy: numba, threads from 2**16 nodes;
+    CuPy int32 / int64: one kernel); it gives the array expression's arrays, constant
+    and errors (negative weights, a weight too large, terminal capacities beyond
+    int32)."""
+    import importlib
+
     from vision_cuts.grid import _potts_energy
 
+    one_pass = importlib.import_module(
+        "vision_cuts._grid_energy_" + ("cpu" if xp_name == "numpy" else "gpu")
+    )
+    if xp_name == "cupy":
+        import cupy
+
+        to_xp, to_np = cupy.asarray, cupy.asnumpy
+        taken = np.dtype(dtype) in (np.int32, np.int64)
+    else:
+        to_xp = to_np = np.asarray
+        taken = True
     calls = []
     real = one_pass.potts_capacities
     monkeypatch.setattr(
@@ -152,22 +171,30 @@ def test_potts_one_pass_equals_array_expression(grid, conn, dtype, rng, monkeypa
     )
     D = conn // 2
     signed = np.dtype(dtype).kind == "i"
-    for trial in range(3):
+    trials = 5
+    for trial in range(trials):
         unary = rng.integers(-40 if signed else 0, 60, size=(*grid, 2)).astype(dtype)
         weights = rng.integers(0, 30, size=(D, *grid)).astype(dtype)
+        spot = tuple(int(rng.integers(0, n)) for n in (D, *grid))
         if trial == 1 and signed:
             # negative weights: those without a neighbour are ignored
             for _ in range(3):
-                idx = tuple(int(rng.integers(0, n)) for n in (D, *grid))
-                weights[idx] = -1
+                weights[tuple(int(rng.integers(0, n)) for n in (D, *grid))] = -1
+        if trial == 2 and np.dtype(dtype).itemsize >= 4:
+            weights[spot] = 2**30  # both arcs of the pair: beyond int32
+        if trial == 3 and np.dtype(dtype) == np.int64:
+            unary[spot[1:]] = (0, 2**31 + 7)  # a source capacity beyond int32
+        if trial == 4 and np.dtype(dtype) == np.int64:
+            unary[spot[1:]] = (2**32, -5)  # a sink capacity beyond int32
         try:
             want = _potts_energy(unary.astype(np.int64), weights.astype(np.int64), np)
             want_error = None
         except ValueError as e:
             want_error = e
+        u, w = to_xp(unary), to_xp(weights)
         if want_error is not None:
             with pytest.raises(type(want_error)) as info:
-                grid_energy(unary, weights=weights, connectivity=conn)
+                grid_energy(u, weights=w, connectivity=conn)
             assert str(info.value) == str(want_error)
             assert getattr(info.value, "first", None) == getattr(
                 want_error, "first", None
@@ -176,13 +203,13 @@ def test_potts_one_pass_equals_array_expression(grid, conn, dtype, rng, monkeypa
                 want_error, "count", None
             )
             continue
-        got = grid_energy(unary, weights=weights, connectivity=conn)
+        got = grid_energy(u, weights=w, connectivity=conn)
         assert got.constant == want.constant
         for name in ("source", "sink", "edges"):
-            a, b = getattr(got, name), getattr(want, name)
+            a, b = to_np(getattr(got, name)), getattr(want, name)
             assert a.dtype == np.int32 and a.shape == b.shape
             np.testing.assert_array_equal(a, b)
-    assert len(calls) == 3  # every call took the one-pass path
+    assert len(calls) == (trials if taken else 0)
 
 
 def test_list_inputs(rng):

@@ -405,10 +405,12 @@ def grid_energy(
     if not (is_cupy_array(unary) or isinstance(unary, (np.ndarray, list, tuple))):
         raise TypeError(f"unary must be an array, got {type(unary).__name__}")
     xp = _xp(unary)
-    if xp is np and pairwise is None and weights is not None and scale is None:
-        u, w = np.asarray(unary), np.asarray(weights)
-        if _one_pass_dtype(u) and _one_pass_dtype(w):
-            return _potts_energy_host(u, w, connectivity)
+    if pairwise is None and weights is not None and scale is None:
+        # the symmetric weight form from integer arrays: one pass (numba on the
+        # host, a kernel on the device) instead of the array expression below
+        u, w = xp.asarray(unary), xp.asarray(weights)
+        if _one_pass_dtype(u, xp) and _one_pass_dtype(w, xp):
+            return _potts_energy_one_pass(u, w, connectivity, xp)
     u = _as_cost(unary, "unary", scale, xp)
     if u.ndim not in (3, 4) or u.shape[-1] != 2:
         raise ValueError(
@@ -497,17 +499,21 @@ def grid_energy(
     )
 
 
-def _one_pass_dtype(a: np.ndarray) -> bool:
-    """Whether the one-pass host path reads ``a`` as it is (integers that int64
-    holds; anything else takes the array expression and its casts and errors)."""
-    return a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
+def _one_pass_dtype(a: Any, xp) -> bool:
+    """Whether the one-pass path reads ``a`` as it is: on the host integers that
+    int64 holds, on the device int32 and int64 (anything else takes the array
+    expression, its casts and its errors)."""
+    if xp is np:
+        return a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
+    from ._grid_energy_gpu import DTYPES
+
+    return a.dtype in DTYPES
 
 
-def _potts_energy_host(u: np.ndarray, w: np.ndarray, connectivity: Any) -> GridEnergy:
-    """:func:`_potts_energy` for NumPy integer inputs, in one numba pass
-    (``_grid_energy_cpu``): the same arrays, constant and errors."""
-    from ._grid_energy_cpu import potts_capacities
-
+def _potts_energy_one_pass(u: Any, w: Any, connectivity: Any, xp) -> GridEnergy:
+    """:func:`_potts_energy` for integer inputs in one pass (``_grid_energy_cpu`` on
+    the host, ``_grid_energy_gpu`` on the device): the same arrays, constant and
+    errors."""
     if u.ndim not in (3, 4) or u.shape[-1] != 2:
         raise ValueError(
             f"unary must have shape (M, N, 2) or (P, M, N, 2), got {tuple(u.shape)}"
@@ -520,8 +526,17 @@ def _potts_energy_host(u: np.ndarray, w: np.ndarray, connectivity: Any) -> GridE
             f"weights must have shape (D, *grid) = {(D, *grid)} (D = {D} "
             f"directions of this neighbourhood), got {tuple(w.shape)}"
         )
-    steps = neighbour_offsets(ndim, 2 * D)[::2]
-    s, t, edges, constant, found = potts_capacities(u, w, steps)
+    if xp is np:
+        from ._grid_energy_cpu import potts_capacities
+
+        steps = neighbour_offsets(ndim, 2 * D)[::2]
+        s, t, edges, constant, found = potts_capacities(u, w, steps)
+    elif u.size == 0:
+        return _potts_energy(u.astype(np.int64), w.astype(np.int64), xp)
+    else:
+        from ._grid_energy_gpu import potts_capacities
+
+        s, t, edges, constant, found = potts_capacities(u, w, 2 * D)
     if 2 * found["wmax"] > INT32_MAX:
         raise ValueError(
             f"weights must be <= {INT32_MAX // 2} (both arcs of a pair carry the "

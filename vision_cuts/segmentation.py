@@ -63,12 +63,13 @@ def segment(
     )
     if on_device:
         # NumPy costs for the GPU: build the energy there (one upload of the costs,
-        # the weights and pairwise terms follow the unary's array module), not in a
+        # weights and pairwise terms through the pinned staging buffers), not in a
         # host pass over every arc plane (H200, 128^3 26-connected 212-230 -> 55-56
-        # ms, 2 MP 8-connected 80-83 -> 23; benchmarks in BENCHMARKS.md)
-        import cupy
+        # ms, 2 MP 8-connected 80-83 -> 23; with the staged upload and the one-kernel
+        # energy: 8-connected 2 MP 24-26 -> 12.4-12.6, 8 MP 95-96 -> 40-42)
+        from ._maxflow_gpu import upload_host
 
-        unary = cupy.asarray(unary)
+        unary, weights, pairwise = upload_host(unary, weights, pairwise)
     energy = grid_energy(
         unary, pairwise, weights=weights, connectivity=connectivity, scale=scale
     )
