@@ -107,12 +107,20 @@ def test_gpu_8_connected_corner_pushes(monkeypatch, tile, relabel):
         _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=2, tile=tile)
 
 
-@pytest.mark.parametrize(("shape", "levels"), [((400, 256), 31), ((520, 256), 23)])
-def test_gpu_8_connected_level_bfs_three_words(monkeypatch, rng, shape, levels):
+@pytest.mark.parametrize(
+    ("shape", "levels", "words"),
+    [
+        ((400, 256), 31, 3),
+        ((520, 256), 23, 3),
+        ((650, 256), 31, 4),
+        ((700, 256), 29, 4),
+    ],
+)
+def test_gpu_8_connected_level_bfs_three_words(monkeypatch, rng, shape, levels, words):
     """8-connected grids whose level-BFS regions do not fit two words a thread take
-    three and the most levels a phase that fit (``_level_plan``; forced here by a
-    device of two SMs): exact against SciPy, and the solve is the tile BFS's (the
-    same distances, so the same active counts after every relabel)."""
+    three, or four, and the most levels a phase that fit (``_level_plan``; forced
+    here by a device of two SMs): exact against SciPy, and the solve is the tile
+    BFS's (the same distances, so the same active counts after every relabel)."""
     pytest.importorskip("cupy")
     import vision_cuts._maxflow_gpu as mg
 
@@ -122,7 +130,7 @@ def test_gpu_8_connected_level_bfs_three_words(monkeypatch, rng, shape, levels):
         src, snk, e = random_planes(rng, shape, 8, high=40, density=density)
         want = scipy_maxflow(src, snk, e)
         stats = _check(src, snk, e, want, repeats=2)
-        assert stats["level_bfs"] and stats["bfs_level_words"] == 3
+        assert stats["level_bfs"] and stats["bfs_level_words"] == words
         assert stats["bfs_level"][4] == levels and stats["bfs_level"][3] <= 2
         with monkeypatch.context() as m:
             m.setattr(mg, "_BFS_LEVEL_DIAG_MAX_NODES", 0)

@@ -40,14 +40,15 @@ def test_a_grid_too_large_for_the_regions_has_none():
 
 @pytest.mark.parametrize(
     "nx, ny", [(2000, 2000), (2400, 2400), (2828, 2828), (3840, 2160), (2160, 3840),
-               (256, 400), (256, 520), (8190, 1024)],
+               (256, 400), (256, 520), (8190, 1024), (4000, 3000), (3400, 3400),
+               (4608, 3456), (256, 700)],
 )  # fmt: skip
 @pytest.mark.parametrize("gmax", [2, 108, 132])
 @pytest.mark.parametrize("levels", [10, 24, 31])
 def test_level_plan_takes_three_words_where_two_do_not_fit(nx, ny, gmax, levels):
     """Two words a thread at the levels asked for where they fit; else, with
     diagonals only, three words and the most levels a phase (at least _LV_WIDE_MIN_L,
-    at most those asked for) that fit; None where nothing does."""
+    at most those asked for) that fit, else four alike; None where nothing does."""
     two = _level_geometry(nx, ny, gmax, levels, 1024, 2)
     for diag in (False, True):
         plan = _level_plan(nx, ny, gmax, levels, diag)
@@ -57,16 +58,25 @@ def test_level_plan_takes_three_words_where_two_do_not_fit(nx, ny, gmax, levels)
         if not diag:
             assert plan is None
             continue
-        wide = [lv for lv in range(_LV_WIDE_MIN_L, levels + 1)
-                if _level_geometry(nx, ny, gmax, lv, 1024, 3) is not None]  # fmt: skip
-        if not wide:
+        # the first width (three words, then four) that fits at some levels a phase
+        want = None
+        for width in (3, 4):
+            wide = [
+                lv
+                for lv in range(_LV_WIDE_MIN_L, levels + 1)
+                if _level_geometry(nx, ny, gmax, lv, 1024, width) is not None
+            ]
+            if wide:
+                want = (width, max(wide))
+                break
+        if want is None:
             assert plan is None
             continue
         nper, lv, geo = plan
-        assert (nper, lv) == (3, max(wide))
-        assert geo == _level_geometry(nx, ny, gmax, lv, 1024, 3)
+        assert (nper, lv) == want
+        assert geo == _level_geometry(nx, ny, gmax, lv, 1024, nper)
         cw, ch, rxn, regions = geo
-        assert regions <= gmax and (cw + 2) * (ch + 2 * lv) <= 3 * 1024
+        assert regions <= gmax and (cw + 2) * (ch + 2 * lv) <= nper * 1024
 
 
 def test_level_plan_of_8_megapixels():
@@ -75,3 +85,7 @@ def test_level_plan_of_8_megapixels():
     assert _level_plan(2828, 2828, 132, 31, True)[:2] == (3, 30)
     assert _level_plan(2828, 2828, 132, 31, False) is None
     assert _level_plan(2000, 2000, 132, 31, True)[:2] == (2, 31)
+    # 12 MP: four words at 21 levels a phase; 16 MP: nothing fits (the tile BFS)
+    assert _level_plan(4000, 3000, 132, 31, True)[:2] == (4, 21)
+    assert _level_plan(3400, 3400, 132, 31, True)[:2] == (4, 31)
+    assert _level_plan(4608, 3456, 132, 31, True) is None

@@ -132,8 +132,11 @@ _LV_NPER = 2  # its words a thread at most (LV_NPER)
 # SMs) take three (64 registers: a few spills; 48 KiB of frontier buffers) and the
 # most levels a phase, down to _LV_WIDE_MIN_L, that fit, instead of the tile BFS (H200,
 # 8-connected: 2828 x 2828 astronaut 44.7 -> 32.3 ms, coffee 38.1 -> 28.8, 2400 x 2400
-# 33.7 -> 23.7); where two words fit they stay (2000 x 2000: 16.0 against 16.8 ms)
-_LV_NPER_WIDE = 3
+# 33.7 -> 23.7); where two words fit they stay (2000 x 2000: 16.0 against 16.8 ms);
+# where three do not, four (168 bytes of stack, 64 KiB; 3400 x 3400 astronaut 74.0 ->
+# 67.4 ms, 4000 x 3000 77 -> 70, coffee 51.3 -> 50.0; slower than three where three fit:
+# 2828 x 2828 39.8 against 31.6); about 16 M nodes and above keep the tile BFS
+_LV_NPER_WIDE = (3, 4)
 _LV_WIDE_MIN_L = 16
 # the push kernel keeps gbfs_level's bit masks (push tiles 32 nodes wide), so that
 # gbfs_wmask runs only for a solve's first relabel and gbfs_level counts the active
@@ -278,17 +281,18 @@ def _level_plan(
 ) -> tuple | None:
     """Words a thread, levels a phase and regions (as :func:`_level_geometry`) of
     gbfs_level for an nx x ny grid on at most ``gmax`` blocks: ``_LV_NPER`` words and
-    ``levels`` levels where they fit; else, with diagonals, ``_LV_NPER_WIDE`` words and
-    the most levels from ``levels`` down to ``_LV_WIDE_MIN_L`` that fit; None where
-    nothing fits (the tile BFS runs)."""
+    ``levels`` levels where they fit; else, with diagonals, the first of the
+    ``_LV_NPER_WIDE`` widths with the most levels from ``levels`` down to
+    ``_LV_WIDE_MIN_L`` that fit; None where nothing fits (the tile BFS runs)."""
     geo = _level_geometry(nx, ny, gmax, levels, nt, _LV_NPER)
     if geo is not None:
         return _LV_NPER, levels, geo
     if diag:
-        for lv in range(levels, _LV_WIDE_MIN_L - 1, -1):
-            geo = _level_geometry(nx, ny, gmax, lv, nt, _LV_NPER_WIDE)
-            if geo is not None:
-                return _LV_NPER_WIDE, lv, geo
+        for nper in _LV_NPER_WIDE:
+            for lv in range(levels, _LV_WIDE_MIN_L - 1, -1):
+                geo = _level_geometry(nx, ny, gmax, lv, nt, nper)
+                if geo is not None:
+                    return nper, lv, geo
     return None
 
 
