@@ -281,7 +281,10 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
     the bottleneck and updates the arcs from there, and an adoption keeps the path
     it walks from a candidate parent to find its origin and marks it from there:
     both read each path's parent links once, which saved 15-20 % of the search on
-    8-connected segmentation energies.
+    8-connected segmentation energies. An orphan stops looking at its neighbours once
+    one of them is a root of its tree (distance 1, the least there is; the neighbours
+    left unwalked only lose their distance marks): 0-20 % less time again on grid
+    energies, the swap moves' graphs within the spread.
     """
     S = _stride(off, K)
     TR = K
@@ -467,6 +470,8 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
                             jjb = walk[x]
                             st[jjb + TS] = now
                             st[jjb + DI] = d - x
+                        if dmin == 1:  # a root: no parent can be nearer
+                            break
             if amin >= 0:
                 _set_par(st, ob + FL, amin)
                 st[ob + TS] = now
