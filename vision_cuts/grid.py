@@ -412,20 +412,11 @@ def grid_energy(
         if _one_pass_dtype(u, xp) and _one_pass_dtype(w, xp):
             return _potts_energy_one_pass(u, w, connectivity, xp)
     u = _as_cost(unary, "unary", scale, xp)
-    if u.ndim not in (3, 4) or u.shape[-1] != 2:
-        raise ValueError(
-            f"unary must have shape (M, N, 2) or (P, M, N, 2), got {tuple(u.shape)}"
-        )
-    grid = tuple(u.shape[:-1])
+    grid, D = _grid_and_directions(u, connectivity)
     ndim = len(grid)
-    D = connectivity_planes(connectivity, ndim) // 2
     if weights is not None:
         w = _as_cost(weights, "weights", scale if pairwise is None else None, xp)
-        if tuple(w.shape) != (D, *grid):
-            raise ValueError(
-                f"weights must have shape (D, *grid) = {(D, *grid)} (D = {D} "
-                f"directions of this neighbourhood), got {tuple(w.shape)}"
-            )
+        _check_weights_shape(w, grid, D)
     else:
         w = None
     if pairwise is None:
@@ -499,6 +490,24 @@ def grid_energy(
     )
 
 
+def _grid_and_directions(u: Any, connectivity: Any) -> tuple[tuple, int]:
+    """The grid shape of unary costs ``u`` and the neighbourhood's directions ``D``."""
+    if u.ndim not in (3, 4) or u.shape[-1] != 2:
+        raise ValueError(
+            f"unary must have shape (M, N, 2) or (P, M, N, 2), got {tuple(u.shape)}"
+        )
+    grid = tuple(u.shape[:-1])
+    return grid, connectivity_planes(connectivity, len(grid)) // 2
+
+
+def _check_weights_shape(w: Any, grid: tuple, D: int) -> None:
+    if tuple(w.shape) != (D, *grid):
+        raise ValueError(
+            f"weights must have shape (D, *grid) = {(D, *grid)} (D = {D} "
+            f"directions of this neighbourhood), got {tuple(w.shape)}"
+        )
+
+
 def _one_pass_dtype(a: Any, xp) -> bool:
     """Whether the one-pass path reads ``a`` as it is: on the host integers that
     int64 holds, on the device int32 and int64 (anything else takes the array
@@ -514,18 +523,9 @@ def _potts_energy_one_pass(u: Any, w: Any, connectivity: Any, xp) -> GridEnergy:
     """:func:`_potts_energy` for integer inputs in one pass (``_grid_energy_cpu`` on
     the host, ``_grid_energy_gpu`` on the device): the same arrays, constant and
     errors."""
-    if u.ndim not in (3, 4) or u.shape[-1] != 2:
-        raise ValueError(
-            f"unary must have shape (M, N, 2) or (P, M, N, 2), got {tuple(u.shape)}"
-        )
-    grid = tuple(u.shape[:-1])
+    grid, D = _grid_and_directions(u, connectivity)
     ndim = len(grid)
-    D = connectivity_planes(connectivity, ndim) // 2
-    if tuple(w.shape) != (D, *grid):
-        raise ValueError(
-            f"weights must have shape (D, *grid) = {(D, *grid)} (D = {D} "
-            f"directions of this neighbourhood), got {tuple(w.shape)}"
-        )
+    _check_weights_shape(w, grid, D)
     if xp is np:
         from ._grid_energy_cpu import potts_capacities
 
