@@ -18,7 +18,7 @@
 //                acc[3] = min(acc[3], d * n + g) over the negative ones (the first in
 //                  direction order, then node order),
 //                acc[4] / acc[5] = the smallest g whose source / sink capacity
-//                  exceeds 2**31 - 1.
+//                  exceeds 2**31 - 1 (or 2**63 - 1: the difference wraps negative).
 //              A negative weight is written as 0 (the host raises before the arrays
 //              are used).
 //
@@ -69,11 +69,15 @@ ge_potts(const U_T* __restrict__ unary, const W_T* __restrict__ w, int* __restri
         const long long u0 = (long long)unary[2 * g], u1 = (long long)unary[2 * g + 1];
         const long long m = u0 < u1 ? u0 : u1;
         sum += m;
-        const long long s = u1 - m, t = u0 - m;
-        if (s > 2147483647LL) atomicMin(acc + 4, (long long)g);
-        if (t > 2147483647LL) atomicMin(acc + 5, (long long)g);
-        src[g] = s > 2147483647LL ? 0 : (int)s;
-        snk[g] = t > 2147483647LL ? 0 : (int)t;
+        // (unsigned: a difference beyond int64 wraps instead of being undefined)
+        const long long s = (long long)((unsigned long long)u1 - (unsigned long long)m);
+        const long long t = (long long)((unsigned long long)u0 - (unsigned long long)m);
+        // beyond int32, or beyond int64 (the difference wrapped negative)
+        const bool bs = s > 2147483647LL || s < 0, bt = t > 2147483647LL || t < 0;
+        if (bs) atomicMin(acc + 4, (long long)g);
+        if (bt) atomicMin(acc + 5, (long long)g);
+        src[g] = bs ? 0 : (int)s;
+        snk[g] = bt ? 0 : (int)t;
         const int x = (int)(g % nx);
         const int y = (int)((g / nx) % ny);
         const int z = (int)(g / ((IDX_T)nx * ny));

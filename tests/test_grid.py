@@ -212,6 +212,29 @@ def test_potts_one_pass_equals_array_expression(
     assert len(calls) == (trials if taken else 0)
 
 
+
+@pytest.mark.parametrize(
+    "xp_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
+)
+def test_one_pass_terminal_capacities_beyond_int64(xp_name):
+    """Unary costs whose difference leaves int64 (it would wrap negative) are
+    capacities beyond int32: the error names the true value."""
+    if xp_name == "cupy":
+        import cupy
+
+        to_xp = cupy.asarray
+    else:
+        to_xp = np.asarray
+    unary = np.zeros((3, 4, 2), dtype=np.int64)
+    weights = np.ones((2, 3, 4), dtype=np.int64)
+    unary[1, 2] = (-(2**62), 2**62)  # source capacity 2**63
+    with pytest.raises(ValueError, match=rf"source .* got {2**63} at index \(1, 2\)"):
+        grid_energy(to_xp(unary), weights=to_xp(weights))
+    unary[1, 2] = (2**63 - 1, -(2**63))  # sink capacity 2**64 - 1
+    with pytest.raises(ValueError, match=rf"sink .* got {2**64 - 1} at index \(1, 2\)"):
+        grid_energy(to_xp(unary), weights=to_xp(weights))
+
+
 def test_list_inputs(rng):
     unary = rng.integers(-9, 9, size=(2, 3, 2))
     weights = rng.integers(0, 9, size=(2, 2, 3))

@@ -27,13 +27,12 @@ INT32_MAX = np.int64(2**31 - 1)
 @nb.njit(cache=True, nogil=True)
 def _terminals(u, s, t):
     """``u``: (n, 2) unary costs; fills ``s`` / ``t`` (int32, where they fit).
-    Returns (constant, first node whose source capacity exceeds int32 or -1, its
-    value, the same for the sink)."""
+    Returns (constant, first node whose source capacity exceeds int32 or -1, the
+    same for the sink). A difference beyond int64 wraps negative: that counts as
+    beyond int32 too (the caller computes the value with Python integers)."""
     constant = np.int64(0)
     bad_s = -1
     bad_t = -1
-    val_s = np.int64(0)
-    val_t = np.int64(0)
     for p in range(u.shape[0]):
         a = np.int64(u[p, 0])
         b = np.int64(u[p, 1])
@@ -41,19 +40,17 @@ def _terminals(u, s, t):
         constant += m
         sv = b - m
         tv = a - m
-        if sv > INT32_MAX:
+        if sv > INT32_MAX or sv < 0:
             if bad_s < 0:
                 bad_s = p
-                val_s = sv
             sv = 0
-        if tv > INT32_MAX:
+        if tv > INT32_MAX or tv < 0:
             if bad_t < 0:
                 bad_t = p
-                val_t = tv
             tv = 0
         s[p] = sv
         t[p] = tv
-    return constant, bad_s, val_s, bad_t, val_t
+    return constant, bad_s, bad_t
 
 
 @nb.njit(cache=True, nogil=True)
@@ -122,14 +119,22 @@ def potts_capacities(u: np.ndarray, w: np.ndarray, steps: np.ndarray) -> tuple:
         with ThreadPoolExecutor(threads) as pool:
             term = pool.submit(terminals)
             per = list(pool.map(direction, range(D)))
-            constant, bad_s, val_s, bad_t, val_t = term.result()
+            constant, bad_s, bad_t = term.result()
     else:
-        constant, bad_s, val_s, bad_t, val_t = terminals()
+        constant, bad_s, bad_t = terminals()
         per = [direction(d) for d in range(D)]
     wmax = max((int(r[0]) for r in per), default=0)
     nneg = sum(int(r[1]) for r in per)
     first_d = next((d for d in range(D) if per[d][1]), -1)
     first_p = per[first_d][2] if nneg else -1
+
+    def over(flat: int, label: int):
+        if flat < 0:
+            return None
+        u0, u1 = (int(v) for v in uf[flat])
+        at = tuple(int(i) for i in np.unravel_index(flat, grid))
+        return at, (u1 if label == 1 else u0) - min(u0, u1)
+
     checks = {
         "wmax": int(wmax),
         "nneg": int(nneg),
@@ -138,15 +143,7 @@ def potts_capacities(u: np.ndarray, w: np.ndarray, steps: np.ndarray) -> tuple:
             if nneg
             else None
         ),
-        "bad_source": (
-            (tuple(int(i) for i in np.unravel_index(bad_s, grid)), int(val_s))
-            if bad_s >= 0
-            else None
-        ),
-        "bad_sink": (
-            (tuple(int(i) for i in np.unravel_index(bad_t, grid)), int(val_t))
-            if bad_t >= 0
-            else None
-        ),
+        "bad_source": over(bad_s, 1),
+        "bad_sink": over(bad_t, 0),
     }
     return s, t, edges, int(constant), checks
