@@ -91,9 +91,10 @@ def potts_capacities(u: np.ndarray, w: np.ndarray, steps: np.ndarray) -> tuple:
     """``u`` (*grid, 2) and ``w`` (D, *grid), NumPy integer arrays (not uint64);
     ``steps`` (D, ndim) forward steps. Returns ``(source, sink, edges, constant,
     checks)``: int32 capacity arrays (``edges`` (2 D, *grid), zeros where an arc would
-    leave the grid) and a dict of what the checks found (``wmax``; ``nneg``,
-    ``first_neg`` (d, *node)); ``bad_source`` / ``bad_sink``: (node, value) or None).
-    The arrays are only meaningful where the checks pass."""
+    leave the grid) and a dict of what the checks found, nodes as flat indices:
+    ``wmax``; ``nneg`` and ``first_neg`` ((direction, node) or None); ``bad_source`` /
+    ``bad_sink`` (the first node whose capacity exceeds int32, or None). The arrays
+    are only meaningful where the checks pass."""
     grid = u.shape[:-1]
     n = int(np.prod(grid))
     D = w.shape[0]
@@ -128,22 +129,11 @@ def potts_capacities(u: np.ndarray, w: np.ndarray, steps: np.ndarray) -> tuple:
     first_d = next((d for d in range(D) if per[d][1]), -1)
     first_p = per[first_d][2] if nneg else -1
 
-    def over(flat: int, label: int):
-        if flat < 0:
-            return None
-        u0, u1 = (int(v) for v in uf[flat])
-        at = tuple(int(i) for i in np.unravel_index(flat, grid))
-        return at, (u1 if label == 1 else u0) - min(u0, u1)
-
     checks = {
-        "wmax": int(wmax),
-        "nneg": int(nneg),
-        "first_neg": (
-            (int(first_d), *(int(i) for i in np.unravel_index(first_p, grid)))
-            if nneg
-            else None
-        ),
-        "bad_source": over(bad_s, 1),
-        "bad_sink": over(bad_t, 0),
+        "wmax": wmax,
+        "nneg": nneg,
+        "first_neg": (first_d, int(first_p)) if nneg else None,
+        "bad_source": int(bad_s) if bad_s >= 0 else None,
+        "bad_sink": int(bad_t) if bad_t >= 0 else None,
     }
     return s, t, edges, int(constant), checks

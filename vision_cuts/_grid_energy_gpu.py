@@ -59,20 +59,11 @@ def potts_capacities(u: Any, w: Any, planes: int) -> tuple:
     )
     constant, wmax, nneg, first, bad_s, bad_t = (int(v) for v in acc.get())
 
-    def at(flat: int) -> tuple:
-        return tuple(int(i) for i in np.unravel_index(flat, grid))
-
-    def over(flat: int, label: int):
-        if flat == _NONE:
-            return None
-        u0, u1 = (int(v) for v in u.reshape(n, 2)[flat].get())
-        return at(flat), (u1 if label == 1 else u0) - min(u0, u1)
-
     checks = {
         "wmax": wmax,
         "nneg": nneg,
-        "first_neg": (first // n, *at(first % n)) if nneg else None,
-        "bad_source": over(bad_s, 1),
-        "bad_sink": over(bad_t, 0),
+        "first_neg": (first // n, first % n) if nneg else None,
+        "bad_source": None if bad_s == _NONE else bad_s,
+        "bad_sink": None if bad_t == _NONE else bad_t,
     }
     return s, t, edges, constant, checks

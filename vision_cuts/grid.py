@@ -542,17 +542,23 @@ def _potts_energy_one_pass(u: Any, w: Any, connectivity: Any, xp) -> GridEnergy:
             f"weights must be <= {INT32_MAX // 2} (both arcs of a pair carry the "
             f"weight), got {found['wmax']}"
         )
+
+    def node(flat: int) -> tuple:
+        return tuple(int(i) for i in np.unravel_index(flat, grid))
+
     if found["nneg"]:
-        first = found["first_neg"]
+        first = (found["first_neg"][0], *node(found["first_neg"][1]))
         raise NonSubmodularError(
             f"the energy is not submodular: {found['nneg']} edge(s) have a negative "
             f"weight; the first is direction {first[0]} at node {first[1:]}",
             count=found["nneg"],
             first=first,
         )
-    for name in ("source", "sink"):
-        if found["bad_" + name] is not None:
-            at, value = found["bad_" + name]
+    for name, label in (("source", 1), ("sink", 0)):
+        flat = found["bad_" + name]
+        if flat is not None:  # the value in Python integers (beyond int64 too)
+            u0, u1 = (int(v) for v in u.reshape(-1, 2)[flat].tolist())
+            at, value = node(flat), (u1 if label else u0) - min(u0, u1)
             raise ValueError(
                 f"the {name} capacities of this energy exceed int32 ({INT32_MAX}); got "
                 f"{value} at index {at}: reduce the costs (or the scale)"
