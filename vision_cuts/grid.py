@@ -408,9 +408,10 @@ def grid_energy(
     if pairwise is None and weights is not None and scale is None:
         # the symmetric weight form from integer arrays: one pass (numba on the
         # host, a kernel on the device) instead of the array expression below
-        u, w = xp.asarray(unary), xp.asarray(weights)
-        if _one_pass_dtype(u, xp) and _one_pass_dtype(w, xp):
-            return _potts_energy_one_pass(u, w, connectivity, xp)
+        # (converted once: the array expression below takes the same arrays)
+        unary, weights = xp.asarray(unary), xp.asarray(weights)
+        if _one_pass_dtype(unary, xp) and _one_pass_dtype(weights, xp):
+            return _potts_energy_one_pass(unary, weights, connectivity, xp)
     u = _as_cost(unary, "unary", scale, xp)
     grid, D = _grid_and_directions(u, connectivity)
     ndim = len(grid)
