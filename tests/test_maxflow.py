@@ -819,6 +819,46 @@ def test_device_checks_match_host_errors(ndim):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape,k",
+    [((300, 301), 4), ((300, 301), 8), ((20, 21, 22), 6), ((20, 21, 22), 26)],
+    ids=str,
+)
+def test_device_checks_on_wild_values(shape, k):
+    """The device check's findings are read together with the first active count,
+    so the solver's first relabel and round run on values nobody has accepted yet:
+    int32 values of any sign and size (negative capacities, arc pairs beyond int32)
+    must still end in the host check's error, and the next good call is exact."""
+    import cupy
+
+    rng = np.random.default_rng(k)
+    lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+    shapes = (shape, shape, (k, *shape))
+
+    def draw(low):
+        return [
+            rng.integers(low, hi, size=s, dtype=np.int32, endpoint=True) for s in shapes
+        ]
+
+    wild = draw(lo)  # every sign: the source's first negative is reported
+    arcs = draw(lo)
+    arcs[0], arcs[1] = np.abs(arcs[0] // 2), np.abs(arcs[1] // 2)  # the arcs' error
+    pairs = draw(2**30)  # no negative value, but arc pairs beyond 2**31 - 1
+    for arrays in (wild, arcs, pairs):
+        with pytest.raises(ValueError) as host:
+            maxflow_grid(*arrays, backend="cpu")
+        for kind in (np.asarray, cupy.asarray):
+            with pytest.raises(ValueError) as dev:
+                maxflow_grid(*(kind(a) for a in arrays), backend="gpu")
+            assert str(dev.value) == str(host.value)
+        good = [np.abs(a // 2**21) for a in arrays]  # below 1024: pairs fit
+        want = maxflow_grid(*good, backend="cpu").flow
+        check_mincut(
+            maxflow_grid(*good, backend="gpu"), *good, backend="gpu", flow=want
+        )
+
+
+@pytest.mark.gpu
 def test_device_checks_ignore_border_arcs_and_keep_inputs(rng):
     import cupy
 

@@ -629,6 +629,10 @@ class _Solver:
         self.lctrl = cupy.zeros(8, dtype=cupy.int32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
         self.bad = cupy.empty(3 + self.k // 2, dtype=cupy.int64)  # gpr_validate
+        self.bad_pinned = cupy.cuda.alloc_pinned_memory(self.bad.nbytes)
+        self.bad_host = np.frombuffer(
+            self.bad_pinned, dtype=np.int64, count=self.bad.size
+        )
         self.pinned = cupy.cuda.alloc_pinned_memory(4 * _RING)
         self.host = np.frombuffer(self.pinned, dtype=np.int32, count=_RING)
 
@@ -708,18 +712,31 @@ class _Solver:
             else:
                 cp.copyto(dst, cp.asarray(x, dtype=cp.int32).reshape(-1))
 
-    def validate(self) -> list:
+    def validate(self) -> None:
         """grid_graph's checks on the loaded capacities (gpr_validate; arcs leaving
-        the grid are zeroed in the residual capacities): the first bad flat index of
-        the source, sink and arc entries, then of each direction's arc pairs
-        (``_NO_BAD`` for none). One host read."""
+        the grid are zeroed in the residual capacities), queued with no host wait:
+        the first bad flat index of the source, sink and arc entries, then of each
+        direction's arc pairs (``_NO_BAD`` for none), copied to pinned memory, where
+        :meth:`validated` reads them once the stream has passed this point."""
+        cp = self.cp
         self.bad.fill(_NO_BAD)
         self.k_validate(
             self.init_grid,
             (_INIT_BLOCK,),
             (self.src_in, self.snk_in, self.rc, self.bad, *self.dims, self.idx(self.n)),
         )
-        return self.bad.get(stream=self.stream).tolist()
+        cp.cuda.runtime.memcpyAsync(
+            self.bad_pinned.ptr,
+            self.bad.data.ptr,
+            self.bad.nbytes,
+            cp.cuda.runtime.memcpyDeviceToHost,
+            cp.cuda.get_current_stream().ptr,
+        )
+
+    def validated(self) -> list:
+        """What the last :meth:`validate` found (read after a later event of the
+        stream has completed)."""
+        return self.bad_host.tolist()
 
     def release(self) -> None:
         """Drop the references to the caller's arrays (the cached solver outlives
@@ -1266,7 +1283,8 @@ def maxflow_grid_gpu(
         The capacities are int32 arrays of agreeing shapes but their values are
         unchecked: check them on the device after the upload (:func:`grid_graph`'s
         errors, naming the array and the first bad index) and ignore the arcs that
-        leave the grid.
+        leave the grid. The solve does not wait for the check: its findings are
+        read with the first active count, and a bad value raises then.
     residual : bool
         Also return the final residual arc capacities, a cupy int32 array of the
         shape of ``edges``, as ``stats["residual"]`` (a warm start of the next solve
@@ -1318,15 +1336,16 @@ def maxflow_grid_gpu(
     rounds = _Rounds(solver, sched, profile, graph)
     with stream:
         solver.load(source, sink, edges, host)
-        if validate:
-            bad = solver.validate()
-            if min(bad) != _NO_BAD:
-                solver.release()
-                raise _capacity_error(bad, source, sink, edges)
+        if validate:  # its findings are read with the first active count: the
+            solver.validate()  # solve starts without waiting for them
         try:
-            rounds.run(max_rounds)
-        except BaseException:
+            rounds.run(max_rounds, solver.validated if validate else None)
+        except _BadCapacities:
             stream.synchronize()  # leave no work queued on the cached buffers
+            solver.release()
+            raise _capacity_error(solver.validated(), source, sink, edges) from None
+        except BaseException:
+            stream.synchronize()
             solver.release()
             raise
         flow, labels = solver.result()
@@ -1519,6 +1538,10 @@ def _schedule(shape: tuple, k: int, **knobs: Any) -> _Schedule:
     return _Schedule(n=n, track=track, **kn)
 
 
+class _BadCapacities(Exception):
+    """gpr_validate found a bad capacity (see :meth:`_Rounds.run`)."""
+
+
 class _Rounds:
     """The rounds of one solve on ``solver``'s stream: the first global relabel,
     then rounds of sweeps and a relabel (a captured CUDA graph each, unless
@@ -1579,7 +1602,11 @@ class _Rounds:
         else:
             self.one_round(*key)
 
-    def run(self, max_rounds: int | None) -> None:
+    def run(self, max_rounds: int | None, validated: Any = None) -> None:
+        """The rounds; ``validated`` (if given) returns gpr_validate's findings,
+        which are read when the first active count is: :class:`_BadCapacities`
+        where it found any (the kernels queued until then ran on them, bounded
+        work that reads no index from a capacity)."""
         solver, sched = self.solver, self.sched
         self.mark("start")
         solver.init()
@@ -1599,6 +1626,8 @@ class _Rounds:
                 inflight.append((launched, solver.fetch(launched)))
             idx, ev = inflight.popleft()
             ev.synchronize()
+            if validated is not None and idx == 0 and min(validated()) != _NO_BAD:
+                raise _BadCapacities
             self.events.append(ev)
             active = int(solver.host[idx % _RING])
             history.append(active)
