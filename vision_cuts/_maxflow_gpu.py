@@ -1339,14 +1339,12 @@ def maxflow_grid_gpu(
         if validate:  # its findings are read with the first active count: the
             solver.validate()  # solve starts without waiting for them
         try:
-            rounds.run(max_rounds, solver.validated if validate else None)
-        except _BadCapacities:
+            rounds.run(max_rounds, validate)
+        except BaseException as exc:
             stream.synchronize()  # leave no work queued on the cached buffers
             solver.release()
-            raise _capacity_error(solver.validated(), source, sink, edges) from None
-        except BaseException:
-            stream.synchronize()
-            solver.release()
+            if isinstance(exc, _BadCapacities):
+                raise _capacity_error(solver.validated(), source, sink, edges) from None
             raise
         flow, labels = solver.result()
         solver.release()
@@ -1602,9 +1600,9 @@ class _Rounds:
         else:
             self.one_round(*key)
 
-    def run(self, max_rounds: int | None, validated: Any = None) -> None:
-        """The rounds; ``validated`` (if given) returns gpr_validate's findings,
-        which are read when the first active count is: :class:`_BadCapacities`
+    def run(self, max_rounds: int | None, validated: bool = False) -> None:
+        """The rounds; with ``validated``, gpr_validate's findings (queued before
+        them) are read when the first active count is: :class:`_BadCapacities`
         where it found any (the kernels queued until then ran on them, bounded
         work that reads no index from a capacity)."""
         solver, sched = self.solver, self.sched
@@ -1626,7 +1624,7 @@ class _Rounds:
                 inflight.append((launched, solver.fetch(launched)))
             idx, ev = inflight.popleft()
             ev.synchronize()
-            if validated is not None and idx == 0 and min(validated()) != _NO_BAD:
+            if validated and idx == 0 and min(solver.validated()) != _NO_BAD:
                 raise _BadCapacities
             self.events.append(ev)
             active = int(solver.host[idx % _RING])
