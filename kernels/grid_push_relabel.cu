@@ -13,7 +13,8 @@
 // Kernels and launch geometry (block = VC_NT threads, one node per thread):
 //   gpr_init          1-D grid-stride over n: cancel terminal capacities
 //                     (ex = max(s - t, 0), tcap = max(t - s, 0)); out[0] = 1, cnt = 0,
-//                     and the BFS tile flags and pending counter (grid_bfs.cu) zeroed.
+//                     and the BFS tile flags and pending counter (grid_bfs.cu) zeroed;
+//                     narrow[0] = whether the total excess fits in 32 bits (PR_NARROW).
 //   gpr_push_tile     one block per tile of one checkerboard colour: grid =
 //                     ceil(ntx / 2) * nty * ntz blocks; a block with no tile returns.
 //   gpr_push_persist  the same sweep by fewer blocks (the resident ones), each running
@@ -73,6 +74,7 @@
 // option, not a default: benchmarks/NOTES_gpu_grid.md, sixth round): at this local round
 // a tile run raises its heights to the exact distances inside the tile (vc_relax_scan
 // of common.cuh; tile sides powers of two <= 32, as the host allows).
+// PR_NARROW (default 1): a tile run's excess in 32 bits where the total fits (see there).
 // PR_BITLOOP (default 0; the host sets 1 for diagonal grids): a push round's arcs by
 // the bits of the node's admissible arcs instead of an unrolled loop over every
 // plane (vc_push_arcs below: the same pushes in the same order).
@@ -124,6 +126,7 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
                                     vc_u64* __restrict__ ex, int* __restrict__ tcap,
                                     int* __restrict__ out, int* __restrict__ cnt,
                                     int* __restrict__ bflags, int* __restrict__ bctrl,
+                                    vc_u64* __restrict__ etot, int* __restrict__ narrow,
                                     int nbtiles, IDX_T n) {
     const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
     const IDX_T gid = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x;
@@ -136,11 +139,34 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
         bctrl[2] = 0;
     }
     for (IDX_T i = gid; i < nbtiles; i += stride) bflags[i] = 0;
+    vc_u64 sum = 0;  // the total excess (PR_NARROW)
     for (IDX_T i = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int s = src[i];
         const int t = snk[i];
-        ex[i] = s > t ? (vc_u64)(s - t) : 0ull;
+        const vc_u64 e = s > t ? (vc_u64)(unsigned int)(s - t) : 0ull;
+        ex[i] = e;
+        sum += e;
         tcap[i] = t > s ? t - s : 0;
+    }
+    // narrow[0]: whether the total fits in 32 bits. The blocks add their sums into
+    // etot[0]; the last one (ticket etot[1]) decides and leaves both zeroed.
+    __shared__ vc_u64 s_sum[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+    if (lane == 0) s_sum[wid] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        vc_u64 b = 0;
+        for (int w = 0; w < (int)((blockDim.x + 31) >> 5); ++w) b += s_sum[w];
+        if (b) atomicAdd(&etot[0], b);
+        __threadfence();
+        if (atomicAdd(&etot[1], 1ull) == (vc_u64)gridDim.x - 1) {  // the last block
+            __threadfence();
+            const vc_u64 total = atomicExch(&etot[0], 0ull);
+            etot[1] = 0ull;
+            *narrow = total <= 0xffffffffull ? 1 : 0;
+        }
     }
 }
 
@@ -240,7 +266,8 @@ __device__ __forceinline__ void vc_push_along(int k, int sx, int sy, int sz, int
 // buffer), after its sink push; e > 0 on entry. r[] and s_rc keep agreeing: an entry u
 // pushed along has no other writer in the round (an arc and its reverse are never both
 // admissible), so it is read back after the loop.
-__device__ __forceinline__ void vc_push_arcs(int (&r)[VC_K], vc_u64& e, int (*s_rc)[VC_NT],
+template <typename E>
+__device__ __forceinline__ void vc_push_arcs(int (&r)[VC_K], E& e, int (*s_rc)[VC_NT],
                                              unsigned char* s_touch, const int* sh,
                                              vc_u64* __restrict__ ex, int* __restrict__ rc,
                                              int* __restrict__ flags,
@@ -268,10 +295,10 @@ __device__ __forceinline__ void vc_push_arcs(int (&r)[VC_K], vc_u64& e, int (*s_
         adm &= adm - 1u;
         const int sx = vc_step_of(px, k), sy = vc_step_of(py, k), sz = vc_step_of(pz, k);
         const int rk = s_rc[k][t];  // == r[k]
-        const int d = e < (vc_u64)rk ? (int)e : rk;
+        const int d = e < (E)rk ? (int)e : rk;
         s_rc[k][t] = rk - d;
         pushed |= 1u << k;
-        e -= (vc_u64)d;
+        e -= (E)d;
         vc_push_along(k, sx, sy, sz, d, s_rc, s_touch, ex, rc, flags, mask, nwm, a, tile, tx,
                       ty, nx, ny, ntx, nty, n);
     }
@@ -280,7 +307,24 @@ __device__ __forceinline__ void vc_push_arcs(int (&r)[VC_K], vc_u64& e, int (*s_
         if (pushed >> k & 1u) r[k] = s_rc[k][t];
 }
 
-// One push / relabel tile run (see the header): block-wide, ends synchronised.
+// A tile run's shared memory, one allocation whatever the excess type of the run (a
+// __shared__ array declared in the template would be one for each).
+struct vc_tile_shared {
+    int h[2][VC_HN];  // heights, double-buffered: round i reads [i & 1]
+    int rc[VC_K][VC_NT];
+    unsigned char touch[VC_NT];  // a neighbour pushed to this node
+#if PR_LR_AT > 0
+    vc_mask_t m[VC_NT];  // residual masks (the local relabel)
+#endif
+};
+__device__ __forceinline__ vc_tile_shared& vc_tile_smem() {
+    __shared__ vc_tile_shared s;
+    return s;
+}
+
+// One push / relabel tile run (see the header): block-wide, ends synchronised. E: the
+// type of a node's excess while the tile runs (see PR_NARROW).
+template <typename E>
 __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex,
                                              int* __restrict__ h, int* __restrict__ tcap,
                                              int* __restrict__ flags,
@@ -291,25 +335,26 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                                              int nz, int ntx, int nty, int iters, int hmax,
                                              IDX_T n) {
     const int tile = (tz * nty + ty) * ntx + tx;
-    __shared__ int s_h[2][VC_HN];  // heights, double-buffered: round i reads [i & 1]
-    __shared__ int s_rc[VC_K][VC_NT];
-    __shared__ unsigned char s_touch[VC_NT];  // a neighbour pushed to this node
+    vc_tile_shared& sm = vc_tile_smem();
+    int(*s_h)[VC_HN] = sm.h;
+    int(*s_rc)[VC_NT] = sm.rc;
+    unsigned char* s_touch = sm.touch;
 #if PR_LR_AT > 0
-    __shared__ vc_mask_t s_m[VC_NT];  // residual masks (the local relabel)
+    vc_mask_t* s_m = sm.m;
 #endif
 
     const vc_node a = vc_make_node(tx, ty, tz, nx, ny, nz, ntx, nty);
     const int t = a.t;
 
     // ---- load the tile ------------------------------------------------------------
-    vc_u64 e = 0;
+    E e = 0;
     int hh = VC_INF;
     int tc = 0;
     int r[VC_K];  // this node's residual capacities; s_rc holds the shared copy
 #pragma unroll
     for (int k = 0; k < VC_K; ++k) r[k] = 0;
     if (a.inside) {
-        e = ex[a.g];
+        e = (E)ex[a.g];
         hh = h[a.g];
         tc = tcap[a.g];
 #pragma unroll
@@ -360,9 +405,9 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #endif
         if (act) {
             if (tc > 0) {  // the sink is admissible: h == 1
-                const int d = e < (vc_u64)tc ? (int)e : tc;
+                const int d = e < (E)tc ? (int)e : tc;
                 tc -= d;
-                e -= (vc_u64)d;
+                e -= (E)d;
             }
 #if PR_BITLOOP
             if (e > 0) vc_push_arcs(r, e, s_rc, s_touch, s_h[b], ex, rc, flags, mask, nwm, a,
@@ -379,10 +424,10 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                 const int hv = s_h[b][a.hi + vc_halo_off(k)];
                 if (hv + 1 != hh) continue;  // hv == VC_INF never matches: hh < VC_INF
                 if (r[k] <= 0) continue;
-                const int d = e < (vc_u64)r[k] ? (int)e : r[k];
+                const int d = e < (E)r[k] ? (int)e : r[k];
                 r[k] -= d;
                 s_rc[k][t] = r[k];
-                e -= (vc_u64)d;
+                e -= (E)d;
                 vc_push_along(k, vc_sx(k), vc_sy(k), vc_sz(k), d, s_rc, s_touch, ex, rc,
                               flags, mask, nwm, a, tile, tx, ty, nx, ny, ntx, nty, n);
             }
@@ -394,7 +439,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #pragma unroll
             for (int k = 0; k < VC_K; ++k) {
                 const int cur = s_rc[k][t];
-                e += (vc_u64)(unsigned int)(cur - r[k]);
+                e += (E)(unsigned int)(cur - r[k]);
                 r[k] = cur;
             }
         }
@@ -415,7 +460,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 
     // ---- write back ---------------------------------------------------------------
     if (a.inside) {
-        ex[a.g] = e;
+        ex[a.g] = (vc_u64)e;
         h[a.g] = hh;
         tcap[a.g] = tc;
 #pragma unroll
@@ -455,18 +500,42 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #endif
 }
 
+// PR_NARROW (default 1): a tile run keeps each node's excess in 32 bits where the
+// total initial excess fits in them (gpr_init's narrow[0]). A node's excess never
+// exceeds that total (pushes move excess, the sink arcs take it, nothing makes it),
+// so the 32-bit values are exact; otherwise the tile runs keep 64 bits. The global
+// excess stays 64 bits either way. A block-uniform branch: both are compiled.
+#ifndef PR_NARROW
+#define PR_NARROW 1
+#endif
+#define VC_PUSH_TILE_ARGS                                                                  \
+    rc, ex, h, tcap, flags, touched, pstats, mask, nwm, tx, ty, tz, nx, ny, nz, ntx, nty, \
+        iters, hmax, n
+#if PR_NARROW
+#define VC_PUSH_TILE(NARROW)                                                               \
+    do {                                                                                   \
+        if (NARROW)                                                                        \
+            vc_push_tile<unsigned int>(VC_PUSH_TILE_ARGS);                                 \
+        else                                                                               \
+            vc_push_tile<vc_u64>(VC_PUSH_TILE_ARGS);                                       \
+    } while (0)
+#else
+#define VC_PUSH_TILE(NARROW) vc_push_tile<vc_u64>(VC_PUSH_TILE_ARGS)
+#endif
+
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
 gpr_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
               int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
               int* __restrict__ pstats, unsigned int* __restrict__ mask, int nwm,
               int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
-              int hmax, IDX_T n) {
+              int hmax, IDX_T n, const int* __restrict__ narrow) {
     int tx, ty, tz;
     vc_colour_tile(blockIdx.x, colour, ntx, nty, ntz, tx, ty, tz);
     if (tx >= ntx) return;
     if (flags[(tz * nty + ty) * ntx + tx] == 0) return;  // uniform over the block
-    vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, mask, nwm, tx, ty, tz, nx, ny, nz,
-                 ntx, nty, iters, hmax, n);
+    const bool nar = __ldg(narrow) != 0;
+    (void)nar;
+    VC_PUSH_TILE(nar);
 }
 
 // The same sweep by a persistent grid (fewer blocks than tiles of the colour, at most
@@ -480,12 +549,14 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
                  int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
                  int* __restrict__ pstats, unsigned int* __restrict__ mask, int nwm,
                  int nx, int ny, int nz, int ntx, int nty, int ntz, int colour, int iters,
-                 int hmax, IDX_T n) {
+                 int hmax, IDX_T n, const int* __restrict__ narrow) {
     __shared__ int s_list[VC_NT];
     __shared__ int s_n;
     const int slots = vc_colour_slots(ntx, nty, ntz);
     const int G = gridDim.x;
     const int t = threadIdx.x;
+    const bool nar = __ldg(narrow) != 0;
+    (void)nar;
     for (int chunk = 0; blockIdx.x + chunk * G < slots; chunk += VC_NT) {
         if (t == 0) s_n = 0;
         __syncthreads();
@@ -501,8 +572,7 @@ gpr_push_persist(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict_
         for (int i = 0; i < m; ++i) {
             int tx, ty, tz;
             vc_tile_of_block(s_list[i], ntx, nty, tx, ty, tz);
-            vc_push_tile(rc, ex, h, tcap, flags, touched, pstats, mask, nwm, tx, ty, tz, nx,
-                         ny, nz, ntx, nty, iters, hmax, n);
+            VC_PUSH_TILE(nar);
         }
         __syncthreads();  // s_n, s_list free
     }

@@ -290,6 +290,33 @@ def test_gpu_excess_beyond_32_bits(rng, shape, planes):
     _check(src, snk, e, maxflow_grid_cpu(g.source, g.sink, g.edges)[0])
 
 
+@pytest.mark.parametrize(("shape", "planes"), HUB_CASES)
+@pytest.mark.parametrize("extra", [0, 1])
+def test_gpu_excess_at_the_32_bit_bound(shape, planes, extra):
+    """The push tiles keep a node's excess in 32 bits where the total excess fits
+    (2**32 - 1 at most), else in 64. Two feeders of 2**31 - 1 and one of 1 + extra
+    push everything into a hub in one local round (inside a tile and across tile
+    borders): the hub holds the whole total, 2**32 - 1 (narrow) or 2**32 (wide)."""
+    pytest.importorskip("cupy")
+    from vision_cuts import _maxflow_gpu
+
+    nd = len(shape)
+    src = np.zeros(shape, np.int64)
+    snk = np.zeros(shape, np.int64)
+    e = np.zeros((planes, *shape), np.int64)
+    hub = np.array((3,) * nd)
+    snk[tuple(hub)] = INT32_MAX
+    for k, cap in ((0, INT32_MAX), (1, INT32_MAX), (2, 1 + extra)):
+        feeder = hub - np.array(direction_step(k, nd))  # pushes along plane k
+        src[tuple(feeder)] = cap
+        e[(k, *feeder)] = cap
+    assert src.sum() == 2**32 - 1 + extra
+    for tile in (None, SMALL_TILE[nd]):
+        _check(src, snk, e, INT32_MAX, tile=tile)
+        narrow = int(_maxflow_gpu._cache.solver.narrow.get()[0])
+        assert narrow == 1 - extra
+
+
 def test_gpu_diagonal_arguments():
     cupy = pytest.importorskip("cupy")
     src = cupy.zeros((5, 6, 7), cupy.int32)

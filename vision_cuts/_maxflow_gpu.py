@@ -628,6 +628,10 @@ class _Solver:
         self.pub = cupy.empty(4 * self.nwords if self.level else 0, dtype=cupy.uint32)
         self.lctrl = cupy.zeros(8, dtype=cupy.int32)
         self.acc = cupy.zeros(1, dtype=cupy.uint64)  # flow
+        # gpr_init: the total excess and its ticket (left zeroed), and whether the
+        # total fits in 32 bits (the push tiles' excess then does: PR_NARROW)
+        self.etot = cupy.zeros(2, dtype=cupy.uint64)
+        self.narrow = cupy.zeros(1, dtype=cupy.int32)
         self.bad = cupy.empty(3 + self.k // 2, dtype=cupy.int64)  # gpr_validate
         self.bad_pinned = cupy.cuda.alloc_pinned_memory(self.bad.nbytes)
         self.bad_host = np.frombuffer(
@@ -757,6 +761,8 @@ class _Solver:
                 self.cnt,
                 self.bflags,
                 self.ctrl,
+                self.etot,
+                self.narrow,
                 np.int32(self.bntiles),
                 self.idx(self.n),
             ),
@@ -1034,6 +1040,7 @@ class _Solver:
                         np.int32(local_iters),
                         np.int32(self.n),
                         self.idx(self.n),
+                        self.narrow,
                     ),
                 )
             if self.corners:
