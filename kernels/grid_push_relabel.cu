@@ -122,6 +122,23 @@
 #endif
 #define VC_COLOURS4 (VC_DIAG && !PR_CORNERS)  // 2**NDIM colours (see vc_colour_tile)
 
+// The sum of v over the block (blockDim.x a multiple of 32), in thread 0; every thread
+// of the block calls it.
+__device__ __forceinline__ vc_u64 vc_block_sum(vc_u64 v) {
+    __shared__ vc_u64 s_part[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) s_part[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? s_part[lane] : 0ull;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    }
+    return v;
+}
+
 extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __restrict__ snk,
                                     vc_u64* __restrict__ ex, int* __restrict__ tcap,
                                     int* __restrict__ out, int* __restrict__ cnt,
@@ -150,15 +167,8 @@ extern "C" __global__ void gpr_init(const int* __restrict__ src, const int* __re
     }
     // narrow[0]: whether the total fits in 32 bits. The blocks add their sums into
     // etot[0]; the last one (ticket etot[1]) decides and leaves both zeroed.
-    __shared__ vc_u64 s_sum[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
-    if (lane == 0) s_sum[wid] = sum;
-    __syncthreads();
+    const vc_u64 b = vc_block_sum(sum);
     if (threadIdx.x == 0) {
-        vc_u64 b = 0;
-        for (int w = 0; w < (int)((blockDim.x + 31) >> 5); ++w) b += s_sum[w];
         if (b) atomicAdd(&etot[0], b);
         __threadfence();
         if (atomicAdd(&etot[1], 1ull) == (vc_u64)gridDim.x - 1) {  // the last block
@@ -838,16 +848,6 @@ extern "C" __global__ void gpr_finish(const int* __restrict__ snk, const int* __
         sum += (vc_u64)(unsigned int)(snk[i] - tcap[i]);  // 0 <= tcap <= sink
     }
     // one atomic a block (one a warp on a single address serialised: ~0.1 ms at 2 MP)
-    __shared__ vc_u64 s_sum[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
-    if (lane == 0) s_sum[wid] = sum;
-    __syncthreads();
-    if (wid == 0) {
-        sum = lane < (int)((blockDim.x + 31) >> 5) ? s_sum[lane] : 0ull;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
-        if (lane == 0 && sum) atomicAdd(acc, sum);
-    }
+    sum = vc_block_sum(sum);
+    if (threadIdx.x == 0 && sum) atomicAdd(acc, sum);
 }
