@@ -20,7 +20,8 @@
 //   gpr_push_persist  the same sweep by fewer blocks (the resident ones), each running
 //                     the flagged tiles of the slots b, b + G, ... in turn (optional).
 //   gpr_push_corners  (PR_CORNERS) 1-D over the tile corners inside the grid: the
-//                     pushes along the arcs that cross them, after a sweep's colours.
+//                     pushes along the arcs that cross them, after a sweep's colours
+//                     (PR_CORNER_FLAGS, default 1: not where the tiles are unflagged).
 //   gpr_count_active  one block of PR_COUNT_NT (<= 256) threads per tile: count the
 //                     active nodes (ex > 0, finite height) into out[0], set the tile
 //                     flags, clear touched; a no-op once out[0] == 0 (the host may queue
@@ -119,6 +120,9 @@
 #endif
 #if PR_CORNERS && !(VC_DIAG && NDIM == 2)
 #error "PR_CORNERS is for 2-D grids with diagonals"
+#endif
+#ifndef PR_CORNER_FLAGS
+#define PR_CORNER_FLAGS 1  // gpr_push_corners skips the pairs of idle tiles (see there)
 #endif
 #define VC_COLOURS4 (VC_DIAG && !PR_CORNERS)  // 2**NDIM colours (see vc_colour_tile)
 
@@ -649,10 +653,22 @@ extern "C" __global__ void gpr_push_corners(int* __restrict__ rc, vc_u64* __rest
     const int jx = j % njx + 1, jy = j / njx + 1;
     const IDX_T x = (IDX_T)jx * TILE_X, y = (IDX_T)jy * TILE_Y;
     const int t00 = (jy - 1) * ntx + jx - 1;  // tile of a; d's is t00 + ntx + 1
-    vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x - 1, y * nx + x, 4, t00,
-                   t00 + ntx + 1, nx, ntx, n);
-    vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x, y * nx + x - 1, 6,
-                   t00 + 1, t00 + ntx, nx, ntx, n);
+#if PR_CORNER_FLAGS
+    // a pair pushes only from an end with excess and a finite height, and such a node's
+    // tile is flagged (its run ended with it active, or a push reached it since): the
+    // pairs whose two tiles are not are left alone, their nodes unread (the same
+    // pushes; in the tail most tiles are idle)
+    const bool pa = (flags[t00] | flags[t00 + ntx + 1]) != 0;
+    const bool pb = (flags[t00 + 1] | flags[t00 + ntx]) != 0;
+#else
+    const bool pa = true, pb = true;
+#endif
+    if (pa)
+        vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x - 1, y * nx + x, 4,
+                       t00, t00 + ntx + 1, nx, ntx, n);
+    if (pb)
+        vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x, y * nx + x - 1, 6,
+                       t00 + 1, t00 + ntx, nx, ntx, n);
 #else
     (void)rc, (void)ex, (void)h, (void)flags, (void)mask, (void)nwm, (void)nx, (void)ny;
     (void)ntx, (void)nty, (void)n;

@@ -107,6 +107,29 @@ def test_gpu_8_connected_corner_pushes(monkeypatch, tile, relabel):
         _check(src, snk, e, scipy_maxflow(src, snk, e), repeats=2, tile=tile)
 
 
+@pytest.mark.parametrize("tile", [(4, 4, 1), (32, 8, 1)])
+def test_gpu_corner_pushes_skip_idle_tiles(monkeypatch, rng, tile):
+    """gpr_push_corners leaves alone the corners whose tiles are all unflagged
+    (PR_CORNER_FLAGS, the default): exact against SciPy with and without the skip, the
+    same smallest sink side; with 4 x 4 tiles most arcs cross a tile corner."""
+    pytest.importorskip("cupy")
+    import vision_cuts._maxflow_gpu as mg
+
+    monkeypatch.setattr(mg, "_REUSE", False)
+    for shape, density in (((67, 75), 0.5), ((130, 97), 1.0)):
+        src, snk, e = random_planes(rng, shape, 8, high=40, density=density)
+        want = scipy_maxflow(src, snk, e)
+        g = grid_graph(src, snk, e)
+        cuts = []
+        for skip in (0, 1):
+            monkeypatch.setattr(mg, "_EXTRA_DEFINES", {"PR_CORNER_FLAGS": skip})
+            f, labels, stats = _solve(g.source, g.sink, g.edges, tile=tile)
+            assert f == want and g.energy(labels.get()) == f
+            assert stats["colours"] == 2
+            cuts.append(labels.get())
+        np.testing.assert_array_equal(cuts[0], cuts[1])
+
+
 @pytest.mark.parametrize(
     ("shape", "levels", "words"),
     [
