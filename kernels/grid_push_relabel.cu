@@ -655,8 +655,8 @@ extern "C" __global__ void gpr_push_corners(int* __restrict__ rc, vc_u64* __rest
     const int t00 = (jy - 1) * ntx + jx - 1;  // tile of a; d's is t00 + ntx + 1
 #if PR_CORNER_FLAGS
     // a pair pushes only from an end with excess and a finite height, and such a node's
-    // tile is flagged (its run ended with it active, or a push reached it since): the
-    // pairs whose two tiles are not are left alone, their nodes unread (the same
+    // tile is flagged (its run ended with it active, or a push reached it since): a pair
+    // neither of whose tiles is flagged is left alone, its nodes unread (the same
     // pushes; in the tail most tiles are idle)
     const bool pa = (flags[t00] | flags[t00 + ntx + 1]) != 0;
     const bool pb = (flags[t00 + 1] | flags[t00 + ntx]) != 0;
