@@ -198,3 +198,18 @@ def test_auto_backend_solves_diagonals(rng):
     except ImportError:
         with pytest.raises(BackendUnavailableError):
             maxflow_grid(src, snk, e, backend="gpu")
+
+
+def test_gpu_tile_check_needs_two_rows_with_corner_pushes(monkeypatch):
+    """The GPU solver's tile check (no device needed): an 8-connected grid's push
+    tiles must be at least 2 nodes high, since its corner pushes give each tile corner
+    to one thread and a node one row high ends the arc pairs of two corners; tiles of
+    4-connected grids, and those of the four-colour option, may be one row high."""
+    from vision_cuts import _maxflow_gpu as mg
+
+    with pytest.raises(ValueError, match=r"TILE_Y >= 2.*\(32, 1, 1\)"):
+        mg._tiles(2, 8, False, (32, 1, 1), None)
+    assert mg._tiles(2, 8, False, (4, 2, 1), None)[0] == (4, 2, 1)
+    assert mg._tiles(2, 4, False, (32, 1, 1), None)[0] == (32, 1, 1)
+    monkeypatch.setattr(mg, "_DIAG_CORNERS", False)
+    assert mg._tiles(2, 8, False, (32, 1, 1), None)[0] == (32, 1, 1)

@@ -350,3 +350,5 @@ def test_gpu_diagonal_arguments():
         _solve(src, src, e, tile=(16, 8, 8))
     with pytest.raises(ValueError, match=r"K in \(6, 18, 26\)"):
         _solve(src, src, e[:8])
+    with pytest.raises(ValueError, match=r"TILE_Y >= 2"):  # (the corner pushes)
+        _solve(src[0], src[0], e[:8, 0], tile=(8, 1, 1))

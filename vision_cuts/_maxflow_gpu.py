@@ -1234,10 +1234,11 @@ def maxflow_grid_gpu(
     ----------------
     tile : tuple of int, optional
         Tile shape ``(TILE_X, TILE_Y, TILE_Z)``, x first, powers of two up to 32, at
-        most 1024 nodes, ``TILE_Z = 1`` in 2-D, its K shared planes within 48 KiB.
-        Default (32, 32, 1) in 2-D (also 8-connected), (32, 8, 1) for 4-connected 2-D
-        grids of fewer than 2**21 nodes, (16, 8, 8) in 3-D, (8, 8, 8) 18-connected
-        and (8, 4, 4) 26-connected.
+        most 1024 nodes, ``TILE_X >= 2`` (and ``TILE_Y >= 2`` in 8-connected grids),
+        ``TILE_Z = 1`` in 2-D, its K shared planes within 48 KiB. Default (32, 32, 1)
+        in 2-D, (32, 8, 1) 8-connected and for 4-connected 2-D grids of fewer than
+        2**21 nodes, (16, 8, 8) in 3-D, (8, 8, 8) 18-connected and (8, 4, 4)
+        26-connected.
     bfs_tile : tuple of int, optional
         Tile shape of the global relabel, same rules as ``tile``. Default (16, 16, 1)
         in 2-D and (16, 4, 4) in 3-D with a default ``tile``, else ``tile``.
@@ -1471,6 +1472,13 @@ def _tiles(ndim: int, k: int, small: bool, tile: Any, bfs_tile: Any) -> tuple:
                 f"{name} must be (TILE_X, TILE_Y, TILE_Z), powers of two from 1 to "
                 f"32 (TILE_X >= 2), at most 1024 nodes, TILE_Z == 1 in 2-D; got {tl}"
             )
+    if diag and ndim == 2 and _DIAG_CORNERS and tile[1] < 2:
+        # gpr_push_corners gives each corner's two arc pairs to one thread; in tiles one
+        # row high a node ends pairs of two corners, and two threads would update it
+        raise ValueError(
+            "tile must be at least 2 nodes high (TILE_Y >= 2) in an 8-connected grid, "
+            f"whose pushes across tile corners need it; got {tile}"
+        )
     # the push block's static shared memory: two height buffers with the halo box, K
     # residual planes and a byte a node (grid_push_relabel.cu)
     halo = (tile[0] + 2) * (tile[1] + 2) * (tile[2] + 2 if ndim == 3 else 1)
