@@ -5,7 +5,9 @@
 #   gputests    the GPU test suite with VISION_CUTS_REQUIRE_GPU=1 (a skip is a failure)
 #   cputests    the CPU test suite against the installed package
 #   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run
-#   diagonal    the diagonal neighbourhoods: their GPU tests, then the grid benchmark
+#   diagonal    the diagonal neighbourhoods: their GPU tests, the randomised
+#               differential test of their solver settings (gpu_grid_check.py --diag),
+#               then the grid benchmark
 #               with 8-connected pictures (4-connected beside them) and 18- / 26-
 #               connected volumes, PyMaxflow and the CPU in the same run, the cut-time
 #               distribution of multi-label moves and volumes (diag_cut_times.py), and
@@ -82,6 +84,8 @@ if want diagonal; then
     VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider -m gpu \
         --timeout 300 tests/test_grid_connectivity_gpu.py tests/test_segmentation.py \
         2>&1 | tee "$OUT/tests_diagonal.log" || rc=1
+    python3 -P benchmarks/gpu_grid_check.py --diag 150 --repeats 2 --seed 71 --out "$OUT" \
+        2>&1 | tee "$OUT/diff_diagonal.log" || rc=1
     python3 -P benchmarks/bench_grid.py --backend cpu gpu --sizes 0.3 2 4 \
         --connectivity 4 8 --volumes 64 128 --volume-connectivity 6 18 26 \
         --json "$OUT/bench_grid_diagonal.json" 2>&1 | tee "$OUT/bench_grid_diagonal.log" \

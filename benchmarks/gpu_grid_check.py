@@ -9,6 +9,9 @@ case passes when every GPU flow equals the CPU flow and the capacity of every GP
 (``grid_graph(...).energy(labels)``) equals the flow. Races would show up as GPU answers
 that vary between repeats.
 
+``--diag N`` does the same for N grids with diagonal arcs (8-connected 2-D, 18- and
+26-connected 3-D) and the settings those take (``random_diag_case``).
+
 Part 2 (``--bench``): solve time of segmentation energies (scikit-image's astronaut
 resized to ``--sizes`` megapixels, ``datasets.synthetic.segmentation_problem``) and
 noisy volumes (``volume_problem(n)`` for ``--volumes``), device arrays in, after one
@@ -202,6 +205,90 @@ def random_case(i, rng):
     return kind, shape, s, t, e, kw
 
 
+def random_diag_case(i, rng):
+    """(kind, shape, source, sink, edges, solver kwargs) of diagonal differential case
+    i (``--diag``): 8-connected 2-D and 18- / 26-connected 3-D grids (small ones, up to
+    ~200 x 200 and 25^3; zero capacities, capacities near int32 max with arc-pair sums
+    <= 2**31 - 1, small tiles that put most arcs on a tile edge or corner) and the
+    solver settings those grids take (the level BFS or the tile BFS, two colours with
+    the corner pushes or four, corners of idle tiles skipped or not, ...)."""
+    nd = 3 if i % 3 == 2 else 2
+    k = 8 if nd == 2 else int(rng.choice([18, 26]))
+    r = rng.random()
+    if nd == 2:
+        hi = 40 if r < 0.55 else 200
+        shape = (1, 1) if r < 0.05 else tuple(int(v) for v in rng.integers(1, hi, 2))
+    else:
+        shape = tuple(int(v) for v in rng.integers(1, 12 if r < 0.6 else 26, size=3))
+    kind = ["random", "random", "big", "zeros", "sparse"][i % 5]
+    eshape = (k, *shape)
+    if kind == "big":  # each entry <= (2**31 - 1) // 2: an arc pair's sum fits
+        s = rng.integers(INT32_MAX // 2, INT32_MAX, shape, endpoint=True)
+        t = rng.integers(INT32_MAX // 2, INT32_MAX, shape, endpoint=True)
+        s = s * (rng.random(shape) < 0.7)
+        t = t * (rng.random(shape) < 0.7)
+        e = rng.integers(0, INT32_MAX // 2, eshape, endpoint=True)
+        e = e * (rng.random(eshape) < 0.8)
+    else:
+        high = int(rng.choice([2, 3, 10, 100, 10**5]))
+        low = 0.1 if kind == "sparse" else 0.5
+        s = rng.integers(0, high, shape) * (rng.random(shape) < 0.5)
+        t = rng.integers(0, high, shape) * (rng.random(shape) < 0.5)
+        e = rng.integers(0, high, eshape) * (rng.random(eshape) < rng.uniform(low, 1))
+        if kind == "zeros":
+            [s, t, e][int(rng.integers(0, 3))][...] = 0
+    s, t, e = (a.astype(np.int32) for a in (s, t, e))
+    kw = {}
+    q = rng.random()
+    if q < 0.35:  # small tiles: most arcs cross a tile edge or corner
+        kw["tile"] = (4, 4, 1) if nd == 2 else (4, 2, 2)
+    elif q < 0.5:
+        kw["tile"] = (8, 2, 1) if nd == 2 else (8, 4, 4)
+    elif q < 0.6 and nd == 2:
+        kw["tile"] = (32, 32, 1)
+    if rng.random() < 0.3:
+        choices = (
+            [(4, 4, 1), (8, 2, 1), (2, 1, 1), (16, 16, 1)]
+            if nd == 2
+            else [(4, 2, 2), (8, 4, 4), (2, 1, 1), (16, 4, 4)]
+        )
+        kw["bfs_tile"] = choices[int(rng.integers(len(choices)))]
+    if rng.random() < 0.3:
+        kw["local_iters"] = int(rng.choice([1, 2, 5, 100]))
+    if rng.random() < 0.3:
+        kw["sweeps_per_relabel"] = int(rng.choice([1, 2, 16]))
+    if rng.random() < 0.3:
+        kw["tail_sweeps"] = int(rng.choice([1, 3, 8]))
+    if rng.random() < 0.3:
+        kw["tail_iters"] = int(rng.choice([1, 4, 64]))
+    if rng.random() < 0.3:  # the push kernel's register budget
+        kw["defines"] = {"PR_MIN_BLOCKS": int(rng.choice([1, 2, 4]))}
+    if nd == 2 and rng.random() < 0.2:  # the corner pushes of every corner
+        kw["defines"] = {**kw.get("defines", {}), "PR_CORNER_FLAGS": 0}
+    if nd == 2 and rng.random() < 0.2:  # four colours, no corner pushes
+        kw["_corners"] = False
+    q = rng.random()
+    if q < 0.2:
+        kw["_pipeline"] = 1
+    elif q < 0.4:
+        kw["_pipeline"] = 3
+    if rng.random() < 0.1:
+        kw["_reuse"] = False
+    q = rng.random()  # persistent push launches: never, in the tail (default), always
+    if q < 0.3:
+        kw["_persist"] = 0.0
+    elif q < 0.6:
+        kw["persist_below"] = 10**9
+    if rng.random() < 0.3:  # the level BFS's masks and count at every relabel
+        kw["_track"] = False
+    q = rng.random()  # 2-D: the level BFS (default), the tile BFS, L levels a phase
+    if nd == 2 and q < 0.25:
+        kw["_bfs_level"] = 0
+    elif nd == 2 and q < 0.6:
+        kw["_bfs_level"] = int(rng.choice([1, 2, 7, 16, 30, 31]))
+    return kind, shape, s, t, e, kw
+
+
 def _solver_with_knobs():
     """maxflow_grid_gpu taking ``defines`` (compile-time constants), ``_pipeline`` and
     ``_reuse`` (module settings of vision_cuts._maxflow_gpu) as extra keywords."""
@@ -217,9 +304,11 @@ def _solver_with_knobs():
         _bfs_warp=None,
         _bfs_level=None,
         _track=None,
+        _corners=None,
         **kw,
     ):
         settings = {
+            "_DIAG_CORNERS": _corners,
             "_PIPELINE": _pipeline,
             "_REUSE": _reuse,
             "_WALK_BELOW": _walk,
@@ -292,7 +381,7 @@ def case_jobs(count, seeds):
     return jobs
 
 
-def diff_test(count, repeats, seed, out):
+def diff_test(count, repeats, seed, out, diag=False):
     import cupy
 
     from vision_cuts import grid_graph
@@ -305,7 +394,7 @@ def diff_test(count, repeats, seed, out):
     n2 = n3 = 0
     t0 = time.perf_counter()
     for i in range(count):
-        kind, shape, s, t, e, kw = random_case(i, rng)
+        kind, shape, s, t, e, kw = (random_diag_case if diag else random_case)(i, rng)
         g = grid_graph(s, t, e)
         f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
         flows, cuts = [], []
@@ -351,7 +440,8 @@ def diff_test(count, repeats, seed, out):
         f"{len(fails)} failed, {dt:.1f} s"
     )
     if out:
-        with open(os.path.join(out, f"diff_seed{seed}.json"), "w") as fh:
+        name = f"diff_diag_seed{seed}.json" if diag else f"diff_seed{seed}.json"
+        with open(os.path.join(out, name), "w") as fh:
             json.dump(
                 {"count": count, "repeats": repeats, "fails": fails}, fh, indent=1
             )
@@ -578,6 +668,12 @@ def bench(sizes, volumes, runs, cpu_max, configs, profile, out, images=("astrona
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--diff", type=int, default=0)
+    ap.add_argument(
+        "--diag",
+        type=int,
+        default=0,
+        help="this many differential cases of 8-, 18- and 26-connected grids",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, nargs="+", default=[0])
     ap.add_argument("--bench", action="store_true")
@@ -617,6 +713,9 @@ def main():
     if a.diff:
         for seed in a.seed:
             bad += diff_test(a.diff, a.repeats, seed, a.out)
+    if a.diag:
+        for seed in a.seed:
+            bad += diff_test(a.diag, a.repeats, seed, a.out, diag=True)
     if a.bench:
         bad += bench(
             a.sizes, a.volumes, a.runs, a.cpu_max, configs, a.profile, a.out, a.images
