@@ -85,6 +85,18 @@ def big_graph(shape, rng):
     return s.astype(np.int32), t.astype(np.int32), e.astype(np.int32)
 
 
+def _random_paces(kw, rng):
+    """Random local rounds and sweeps of a differential case (each knob at 30 %)."""
+    for name, values in (
+        ("local_iters", [1, 2, 5, 100]),
+        ("sweeps_per_relabel", [1, 2, 16]),
+        ("tail_sweeps", [1, 3, 8]),
+        ("tail_iters", [1, 4, 64]),
+    ):
+        if rng.random() < 0.3:
+            kw[name] = int(rng.choice(values))
+
+
 def random_case(i, rng):
     """(kind, shape, source, sink, edges, solver kwargs) of differential case i."""
     random_grid_graph = synthetic.random_grid_graph
@@ -149,14 +161,7 @@ def random_case(i, rng):
             else [(4, 2, 2), (8, 4, 4), (2, 1, 1), (16, 8, 4), (32, 4, 2)]
         )
         kw["bfs_tile"] = choices[int(rng.integers(len(choices)))]
-    if rng.random() < 0.3:
-        kw["local_iters"] = int(rng.choice([1, 2, 5, 100]))
-    if rng.random() < 0.3:
-        kw["sweeps_per_relabel"] = int(rng.choice([1, 2, 16]))
-    if rng.random() < 0.3:
-        kw["tail_sweeps"] = int(rng.choice([1, 3, 8]))
-    if rng.random() < 0.3:
-        kw["tail_iters"] = int(rng.choice([1, 4, 64]))
+    _random_paces(kw, rng)
     q = rng.random()
     if q < 0.2:  # the other BFS relaxation, either push register budget
         kw["defines"] = {"BFS_SCAN": 1}
@@ -253,14 +258,7 @@ def random_diag_case(i, rng):
             else [(4, 2, 2), (8, 4, 4), (2, 1, 1), (16, 4, 4)]
         )
         kw["bfs_tile"] = choices[int(rng.integers(len(choices)))]
-    if rng.random() < 0.3:
-        kw["local_iters"] = int(rng.choice([1, 2, 5, 100]))
-    if rng.random() < 0.3:
-        kw["sweeps_per_relabel"] = int(rng.choice([1, 2, 16]))
-    if rng.random() < 0.3:
-        kw["tail_sweeps"] = int(rng.choice([1, 3, 8]))
-    if rng.random() < 0.3:
-        kw["tail_iters"] = int(rng.choice([1, 4, 64]))
+    _random_paces(kw, rng)
     if rng.random() < 0.3:  # the push kernel's register budget
         kw["defines"] = {"PR_MIN_BLOCKS": int(rng.choice([1, 2, 4]))}
     if nd == 2 and rng.random() < 0.2:  # the corner pushes of every corner
