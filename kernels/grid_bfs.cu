@@ -828,9 +828,10 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
 // level (plane 0 every level, plane 1 every other, ...: about two logic ops a word and
 // level), and the nodes reached in the phase are V & ~V0 (V0: V when it began). The
 // heights of the nodes a phase reached are written while the block waits at the
-// barrier; after the last phase the block writes 1 (sink arcs) and VC_INF (not
-// reached) to the rest of its own nodes, a warp a word at a time, so every height is
-// written by this launch. The BFS ends after the phase in which no region's own
+// barrier (LV_DEFER 0), or kept as bit planes in shared memory (LV_DEFER 1, below);
+// after the last phase the block writes 1 (sink arcs), VC_INF (not reached) and, with
+// LV_DEFER, the kept levels to its own nodes, a warp a word at a time, so every height
+// is written by this launch. The BFS ends after the phase in which no region's own
 // frontier is left (term counters, three slots in turn). With `count`, the launch
 // also does gpr_count_active's work: the active nodes are V & plane 5; push tile flags
 // (push tiles 32 nodes wide, pth rows: tile (y / pth) * nwr + word column) and touched
@@ -893,6 +894,48 @@ gbfs_warp(const unsigned int* __restrict__ mask, int* h, int* flags, int* ctrl,
         }                                                                                  \
         BAR(any);                                                                          \
     } while (0)
+// LV_DEFER (the host's default 1): the heights of the nodes a phase reaches are not
+// written at the end of the phase (up to 32 scattered stores a word, which the block's
+// next phase waits for) but kept as LV_DPL bit planes of each own word of the region, in
+// the dynamic shared memory after the two frontier buffers (plane k of own word
+// (y - L) * cw + x - 1 at s_pl[k * cw * ch + ...]): planes 0-4 the offset in the
+// phase (P's bits), 5-10 the phase; every height is then written once, a warp a word,
+// after the last phase. Phases from LV_QMAX on (LV_QMAX * L levels deep) write their
+// heights at their end as before and mark them written with the phase code LV_QMAX.
+#ifndef LV_DEFER
+#define LV_DEFER 0
+#endif
+#define LV_DPL 11
+#define LV_QMAX 63
+// LV_PROF (profiling only, default 0): thread 0 of each block records global-timer and
+// clock64 stamps of every phase (start, levels done, arrival at and exit from the grid
+// barrier) and the levels it ran, in the device arrays lv_prof / lv_profk, a launch
+// at a time (lv_prof_launch counts them; benchmarks/NOTES_gpu_grid.md, tenth round)
+#ifndef LV_PROF
+#define LV_PROF 0
+#endif
+#if LV_PROF  // [launch][block][phase][8] and [launch][block][4]
+#define LV_PL 32
+#define LV_PB 160
+#define LV_PP 64
+__device__ unsigned long long lv_prof[LV_PL * LV_PB * LV_PP * 8];
+__device__ unsigned long long lv_profk[LV_PL * LV_PB * 4];
+__device__ int lv_prof_launch;
+__device__ __forceinline__ unsigned long long lv_gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define LV_PREC(P, K, V)                                                                 \
+    if (threadIdx.x == 0 && lvl < LV_PL && blockIdx.x < LV_PB && (P) < LV_PP)            \
+        lv_prof[(((size_t)lvl * LV_PB + blockIdx.x) * LV_PP + (P)) * 8 + (K)] = (V)
+#define LV_KREC(K, V)                                                                    \
+    if (threadIdx.x == 0 && lvl < LV_PL && blockIdx.x < LV_PB)                           \
+        lv_profk[((size_t)lvl * LV_PB + blockIdx.x) * 4 + (K)] = (V)
+#else
+#define LV_PREC(P, K, V)
+#define LV_KREC(K, V)
+#endif
 extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     gbfs_level(const unsigned int* __restrict__ mask, int* __restrict__ h,
                unsigned int* __restrict__ pub, int* __restrict__ ctrl, int* __restrict__ out,
@@ -901,6 +944,11 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
                int nptiles) {
     if (*(volatile int*)out == 0) return;  // no active node left: this round is a no-op
 #if NDIM == 2
+#if LV_PROF
+    const int lvl = *(volatile int*)&lv_prof_launch;
+    LV_KREC(0, lv_gtime());
+    LV_KREC(1, clock64());
+#endif
     extern __shared__ unsigned int s_f[];  // 2 buffers of LV_S words (see LV_S)
     __shared__ int s_done, s_cnt;
     const int ew = cw + 2, eh = ch + 2 * L;
@@ -910,6 +958,11 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     const int c0 = (blockIdx.x % rxn) * cw - 1;  // grid word column of ext column 0
     const int r0 = (blockIdx.x / rxn) * ch - L;  // grid row of ext row 0
     for (int i = threadIdx.x; i < 2 * LV_S; i += LV_NT) s_f[i] = 0u;
+#if LV_DEFER  // (the planes' stride: the region's own words, cw * ch)
+#define nown (cw * ch)
+#define s_pl (s_f + 2 * LV_S)
+    for (int i = threadIdx.x; i < LV_DPL * nown; i += LV_NT) s_pl[i] = 0u;
+#endif
     if (threadIdx.x == 0) s_cnt = 0;
     if (count) {  // the count's tile flags: zeroed before the first grid barrier
         for (int i = blockIdx.x * LV_NT + threadIdx.x; i < nptiles; i += G * LV_NT) {
@@ -983,7 +1036,10 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
             if (slot >> i & 1u) s_f[so[i]] = F[i];  // buffer 0
         }
         __syncthreads();
-        for (int j = 1;;) {  // F of level 1 + p * L + j; four levels an iteration
+        LV_PREC(p, 0, lv_gtime());
+        LV_PREC(p, 1, clock64());
+        int j = 1;
+        for (;;) {  // F of level 1 + p * L + j; four levels an iteration
             LV_LEVEL(0, P[i][0] ^= nv, LV_BAR);
             if (++j > L) break;
             LV_LEVEL(1, P[i][0] ^= nv; P[i][1] ^= nv, LV_BAR);
@@ -998,6 +1054,8 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
             if (++j > L) break;
         }
     phase_end:
+        LV_PREC(p, 2, clock64());
+        LV_PREC(p, 5, (unsigned long long)j);
         unsigned int front = 0u;
         const IDX_T po = (IDX_T)((p + 1) & 1) * 2 * nw;
 #pragma unroll
@@ -1015,11 +1073,27 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
             __threadfence();
             atomicAdd(&ctrl[0], 1);
         }
+        LV_PREC(p, 6, lv_gtime());
         // while the others arrive: the levels of the nodes this phase reached
         const int k1 = 2 + p * L;  // the height of offset 0 (level 1 of the phase)
 #pragma unroll
         for (int i = 0; i < LV_NPER; ++i) {
             unsigned int m = (own >> i & 1u) ? V[i] & ~V0[i] : 0u;
+#if LV_DEFER
+            if (m) {
+                const int e = threadIdx.x + i * LV_NT, ey = e / ew;
+                unsigned int* pl = s_pl + (ey - L) * cw + (e - ey * ew - 1);
+                const int code = p < LV_QMAX ? p : LV_QMAX;
+#pragma unroll
+                for (int k = 0; k < 6; ++k)
+                    if (code >> k & 1) pl[(5 + k) * nown] |= m;
+                if (code < LV_QMAX) {
+#pragma unroll
+                    for (int k = 0; k < 5; ++k) pl[k * nown] |= P[i][k] & m;
+                    m = 0u;  // written after the last phase
+                }
+            }
+#endif
             if (m) {
                 const IDX_T w = gw[i];
                 int* hr = h + (w / nwr) * nx + (w % nwr) * 32;
@@ -1032,16 +1106,20 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
                 } while (m);
             }
         }
+        LV_PREC(p, 3, clock64());
         if (threadIdx.x == 0) {
             const int target = (p + 1) * G;
             while (*(volatile int*)ctrl < target) {
             }
+            LV_PREC(p, 7, lv_gtime());
             __threadfence();  // the others' publications after their arrivals
             s_done = *(volatile int*)(ctrl + 2 + p % 3) == 0;
         }
         __syncthreads();
+        LV_PREC(p, 4, clock64());
         if (s_done) break;
     }
+    LV_KREC(2, clock64());
     // the heights no phase wrote: 1 at the sink arcs, VC_INF where the BFS did not
     // reach; a warp a word (coalesced), the words of the lanes in turn; and the count
     const int lane = threadIdx.x & 31;
@@ -1050,7 +1128,18 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     for (int i = 0; i < LV_NPER; ++i) {
         const bool o = own >> i & 1u;
         const unsigned int sk = o ? __ldg(mask + VC_K * nw + gw[i]) : 0u;
+#if LV_DEFER
+        const unsigned int todo = o ? 0xffffffffu : 0u;
+        unsigned int pl[LV_DPL];
+        {
+            const int e = threadIdx.x + i * LV_NT, ey = e / ew;
+            const int oi = o ? (ey - L) * cw + (e - ey * ew - 1) : 0;
+#pragma unroll
+            for (int k = 0; k < LV_DPL; ++k) pl[k] = o ? s_pl[k * nown + oi] : 0u;
+        }
+#else
         const unsigned int todo = o ? ~V[i] | sk : 0u;
+#endif
         if (count && o) {
             const unsigned int act = V[i] & __ldg(mask + (VC_K + 1) * nw + gw[i]);
             if (act) {
@@ -1067,7 +1156,21 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
             const unsigned int sw = __shfl_sync(0xffffffffu, sk, src);
             const IDX_T w = __shfl_sync(0xffffffffu, gw[i], src);
             const int x = (int)(w % nwr) * 32 + lane;
+#if LV_DEFER
+            const unsigned int vw = __shfl_sync(0xffffffffu, V[i], src);
+            int lv = 0;
+#pragma unroll
+            for (int k = 0; k < LV_DPL; ++k)
+                lv |= (int)(__shfl_sync(0xffffffffu, pl[k], src) >> lane & 1u) << k;
+            const int code = lv >> 5;
+            const int hv = !(vw >> lane & 1u) ? VC_INF
+                           : (sw >> lane & 1u) ? 1
+                                               : 2 + code * L + (lv & 31);
+            if (x < nx && code < LV_QMAX) h[(w / nwr) * nx + x] = hv;
+            (void)tw;
+#else
             if ((tw >> lane & 1u) && x < nx) h[(w / nwr) * nx + x] = (sw >> lane & 1u) ? 1 : VC_INF;
+#endif
         }
     }
     if (count) {
@@ -1079,7 +1182,11 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
     if (threadIdx.x == 0) {
         if (count && s_cnt) atomicAdd(&cnt[0], s_cnt);
         __threadfence();
+        LV_KREC(3, clock64());
         if (atomicAdd(&ctrl[1], 1) == G - 1) {  // the last one out
+#if LV_PROF
+            lv_prof_launch = lvl + 1;
+#endif
             ctrl[0] = 0;
             ctrl[1] = 0;
             ctrl[2] = ctrl[3] = ctrl[4] = 0;
@@ -1098,6 +1205,8 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
 }
 #undef LV_LEVEL
 #undef LV_DIAG_TERMS
+#undef nown
+#undef s_pl
 #undef LV_LEAD
 #undef LV_BAR
 #undef LV_BAR_ANY

@@ -143,17 +143,21 @@ def test_gpu_8_connected_level_bfs_three_words(monkeypatch, rng, shape, levels, 
     """8-connected grids whose level-BFS regions do not fit two words a thread take
     three, or four, and the most levels a phase that fit (``_level_plan``; forced
     here by a device of two SMs): exact against SciPy, and the solve is the tile
-    BFS's (the same distances, so the same active counts after every relabel)."""
+    BFS's (the same distances, so the same active counts after every relabel); the
+    heights written after the last phase (LV_DEFER: its bit planes of regions of up to
+    2600 words fit beside the frontier buffers) or at the end of each."""
     pytest.importorskip("cupy")
     import vision_cuts._maxflow_gpu as mg
 
     monkeypatch.setattr(mg, "_REUSE", False)
     monkeypatch.setattr(mg, "sm_count", lambda *args: 2)
-    for density in (0.5, 1.0):
+    for density, defer in ((0.5, True), (1.0, True), (1.0, False)):
+        monkeypatch.setattr(mg, "_LV_DEFER", defer)
         src, snk, e = random_planes(rng, shape, 8, high=40, density=density)
         want = scipy_maxflow(src, snk, e)
         stats = _check(src, snk, e, want, repeats=2)
         assert stats["level_bfs"] and stats["bfs_level_words"] == words
+        assert stats["bfs_level_defer"] == defer
         assert stats["bfs_level"][4] == levels and stats["bfs_level"][3] <= 2
         with monkeypatch.context() as m:
             m.setattr(mg, "_BFS_LEVEL_DIAG_MAX_NODES", 0)

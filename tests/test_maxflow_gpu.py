@@ -353,18 +353,25 @@ def _bfs_oracle(rc, tcap):
 _KINDS = ("dense", "sparse", "maze")
 
 
+@pytest.mark.parametrize("defer", [False, True])
 @pytest.mark.parametrize("levels", [1, 5, 31])
-def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypatch):
+def test_level_bfs_distances_equal_a_level_by_level_oracle(
+    levels, defer, rng, monkeypatch
+):
     """gbfs_level (regions, bit masks, L levels between grid barriers) writes the
     exact BFS distances: compared node by node with a NumPy BFS, on shapes that are and
-    are not multiples of 32, thin ones, one node, long mazes (deep BFS, many phases),
-    regions 64 words wide."""
+    are not multiples of 32, thin ones, one node, long mazes (deep BFS, many phases:
+    with L = 1 and 5 beyond the 63 phases whose levels LV_DEFER keeps in shared
+    memory, so both of its ways of writing a height run), regions 64 words wide; with
+    the heights written at the end of each phase and after the last one."""
     _cupy()
     from vision_cuts import _maxflow_gpu
 
     monkeypatch.setattr(_maxflow_gpu, "_REUSE", False)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL", True)
     monkeypatch.setattr(_maxflow_gpu, "_BFS_LEVEL_L", levels)
+    monkeypatch.setattr(_maxflow_gpu, "_LV_DEFER", defer)
+    deep = 0  # mazes deeper than the phases LV_DEFER keeps
     shapes = [(1, 1), (1, 300), (300, 1), (33, 31), (130, 110), (64, 96), (257, 45)]
     cases = [(shape, kind) for shape in shapes + [(700, 1000)] for kind in _KINDS]
     if levels < 31:  # (two rows of 8438 words: regions 64 words wide)
@@ -382,8 +389,10 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypa
         g = grid_graph(s, t, e)
         solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
         assert solver.level is not None and solver.level[4] == levels
+        assert solver.lv_defer == defer
         solver.load(g.source, g.sink, g.edges, True)
         solver.init()
+        solver.h.fill(-7)  # every height must be written by the relabel
         solver.out.fill(1)  # as if nodes were active: the relabel must run
         solver.global_relabel(mode=0)
         rc = solver.rc.get().reshape((4, *shape))
@@ -391,6 +400,8 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypa
         want = _bfs_oracle(rc, tcap)
         got = solver.h.get().reshape(shape)
         np.testing.assert_array_equal(got, want, err_msg=f"{shape} {kind}")
+        finite = want[want < _maxflow_gpu._INF]
+        deep += int(finite.size > 0 and finite.max() > 2 + 63 * levels)
         assert solver.lctrl.get().tolist() == [0] * 8  # left for the next launch
         # the count of the same launch: active nodes, the push tiles holding one
         active = (solver.ex.get().reshape(shape) > 0) & (want < _maxflow_gpu._INF)
@@ -402,6 +413,8 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(levels, rng, monkeypa
         flags = solver.pflags.get().reshape(tiles.shape) != 0
         np.testing.assert_array_equal(flags, tiles, err_msg=f"{shape} {kind}")
         assert solver.cnt.get().tolist() == [0, 0]
+    if levels < 31:
+        assert deep > 0  # (the mazes of 700 x 1000 nodes)
 
 
 def test_push_kernel_keeps_the_level_bfs_masks(rng, monkeypatch):
