@@ -360,8 +360,8 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
 ):
     """gbfs_level (regions, bit masks, L levels between grid barriers) writes the
     exact BFS distances: compared node by node with a NumPy BFS, on shapes that are and
-    are not multiples of 32, thin ones, one node, long mazes (deep BFS, many phases:
-    with L = 1 and 5 beyond the 63 phases whose levels LV_DEFER keeps in shared
+    are not multiples of 32, thin ones, one node, long mazes and lines (deep BFS, many
+    phases; the lines beyond the 63 phases whose levels LV_DEFER keeps in shared
     memory, so both of its ways of writing a height run), regions 64 words wide; with
     the heights written at the end of each phase and after the last one."""
     _cupy()
@@ -376,6 +376,8 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
     cases = [(shape, kind) for shape in shapes + [(700, 1000)] for kind in _KINDS]
     if levels < 31:  # (two rows of 8438 words: regions 64 words wide)
         cases.append(((2, 270_000), "dense"))
+    # one sink arc a row, at its end, and arcs along the rows only: as deep as wide
+    cases += [((3, 2500), "line"), ((40, 1200), "line")]
     for shape, kind in cases:
         s, t, e = synthetic.random_grid_graph(shape, rng, high=5)
         if kind == "sparse":  # few arcs and sink arcs: many unreachable nodes
@@ -386,6 +388,9 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
             t[:] = 0
             t[shape[0] // 2, shape[1] - 1] = 5
             s[:] = 0
+        elif kind == "line":
+            e[:2], e[2:], t[:], s[:] = 1, 0, 0, 0
+            t[:, -1] = 1
         g = grid_graph(s, t, e)
         solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
         assert solver.level is not None and solver.level[4] == levels
@@ -413,8 +418,7 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
         flags = solver.pflags.get().reshape(tiles.shape) != 0
         np.testing.assert_array_equal(flags, tiles, err_msg=f"{shape} {kind}")
         assert solver.cnt.get().tolist() == [0, 0]
-    if levels < 31:
-        assert deep > 0  # (the mazes of 700 x 1000 nodes)
+    assert deep >= (2 if levels < 31 else 1)  # (the lines)
 
 
 def test_push_kernel_keeps_the_level_bfs_masks(rng, monkeypatch):
