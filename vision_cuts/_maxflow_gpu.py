@@ -132,7 +132,7 @@ _LV_NPER = 2  # its words a thread at most (LV_NPER)
 # the levels a phase reaches kept as bit planes in shared memory and every height
 # written once after the last phase (LV_DEFER of grid_bfs.cu), instead of scattered
 # stores at each phase's end that the block's next phase waits for (H200, 8-connected
-# 2 MP astronaut 9.1 -> 8.8 ms, 4 MP 15.6 -> 14.8, immunohistochemistry 19.5 -> 18.5)
+# 2 MP astronaut 8.9 -> 8.6 ms, 4 MP 15.4 -> 14.6, immunohistochemistry 19.2 -> 18.2)
 _LV_DEFER = True
 _LV_DPL = 11  # LV_DPL: the bit planes of an own word's levels
 # diagonal grids whose regions do not fit two words a thread (above about 4 MP on 132
