@@ -120,7 +120,7 @@ def profile(name: str, conn: int, side: int, levels: int, ghz: float) -> dict:
                         nxt.min() - start.min(),
                     )
                 )
-    bound = np.array(bound, dtype=float)
+    bound = np.array(bound, dtype=float).reshape(-1, 5)  # (no boundary: no rows)
     names = (
         "start skew",
         "last arrival's phase",
@@ -140,12 +140,18 @@ def profile(name: str, conn: int, side: int, levels: int, ghz: float) -> dict:
         "levels": level_count,
         "cycles_a_level": float(np.median(cycles)) if cycles else None,
         "boundary_median_ns": {
-            nm: float(np.median(bound[:, i])) for i, nm in enumerate(names)
+            nm: float(np.median(bound[:, i])) if len(bound) else None
+            for i, nm in enumerate(names)
         },
         "boundary_p90_ns": {
-            nm: float(np.percentile(bound[:, i], 90)) for i, nm in enumerate(names)
+            nm: float(np.percentile(bound[:, i], 90)) if len(bound) else None
+            for i, nm in enumerate(names)
         },
     }
+
+
+def _ns(v) -> str:
+    return "n/a" if v is None else f"{v:.0f}"
 
 
 def main(argv=None) -> int:
@@ -185,8 +191,10 @@ def main(argv=None) -> int:
             head += f"{r['phases']} phases, walls {r['phase_walls_us']:.0f} us "
             head += "(each launch's last left out), "
             head += f"levels of the slowest block {r['levels_us']:.0f} us; "
-            head += f"{r['cycles_a_level']:.0f} cycles a level; boundary (median ns): "
-            print(head + ", ".join(f"{k} {v:.0f}" for k, v in b.items()))
+            cyc = r["cycles_a_level"]  # (None where no phase ran all its levels)
+            head += "n/a" if cyc is None else f"{cyc:.0f}"
+            head += " cycles a level; boundary (median ns): "
+            print(head + ", ".join(f"{k} {_ns(v)}" for k, v in b.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
