@@ -266,8 +266,8 @@ def test_incremental_relabels_by_default_on_large_2d_grids(rng, monkeypatch):
 def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
     """With 1024-node push tiles, 2-D grids of fewer than _SMALL_2D nodes compile the
     push kernel for one resident block a SM (PR_MIN_BLOCKS 1), larger ones and 3-D
-    grids for two; both are exact (the bound lowered here so that a small grid takes
-    the other path)."""
+    grids for two; 8-connected grids (tiles of 256 nodes) for four and five; all are
+    exact (the bound lowered here so that a small grid takes the other path)."""
     _cupy()
     from vision_cuts import _maxflow_gpu
 
@@ -276,9 +276,16 @@ def test_small_2d_grids_push_with_more_registers(rng, monkeypatch):
         (1 << 20, (90, 70), 1),
         (100, (90, 70), 2),
         (1 << 20, (12, 11, 10), 2),  # 3-D: tiles of 16 x 8 x 8, 1024 threads
+        (1 << 20, (8, 90, 70), 4),  # 8-connected: tiles of 32 x 8
+        (100, (8, 90, 70), 5),
     ]:
         monkeypatch.setattr(_maxflow_gpu, "_SMALL_2D", bound)
-        g = grid_graph(*synthetic.random_grid_graph(shape, rng, high=40))
+        diag = shape[0] == 8  # eight arc planes: the default tiles
+        if diag:
+            s, t, _ = synthetic.random_grid_graph(shape[1:], rng, high=40)
+            g = grid_graph(s, t, rng.integers(0, 41, shape).astype(np.int32))
+        else:
+            g = grid_graph(*synthetic.random_grid_graph(shape, rng, high=40))
         f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
         kw = {"tile": (32, 32, 1)} if len(shape) == 2 else {}
         f, labels, st = _solve_gpu(g, **kw)
@@ -329,20 +336,28 @@ def test_bit_parallel_bfs_gives_the_block_bfs_distances(rng, monkeypatch):
 
 
 def _bfs_oracle(rc, tcap):
-    """Distances to the sink over residual arcs (planes +x, -x, +y, -y), 1 where the
-    sink arc is residual, VC_INF where the sink cannot be reached: level by level."""
+    """Distances to the sink over residual arcs (the planes of ``rc`` in the documented
+    order: 4 or 8 of them), 1 where the sink arc is residual, VC_INF where the sink
+    cannot be reached: level by level."""
     from vision_cuts._maxflow_gpu import _INF
+    from vision_cuts.grid import neighbour_offsets
 
+    ny, nx = tcap.shape
+
+    def part(step, n):  # the tails u with u + step inside, and those heads
+        tails = slice(max(0, -step), n - max(0, step))
+        return tails, slice(max(0, step), n + min(0, step))
+
+    steps = neighbour_offsets(2, rc.shape[0])
     d = np.full(tcap.shape, _INF, dtype=np.int64)
     front = tcap > 0
     d[front] = 1
     level = 1
     while front.any():
         new = np.zeros_like(front)
-        new[:, :-1] |= (rc[0][:, :-1] > 0) & front[:, 1:]
-        new[:, 1:] |= (rc[1][:, 1:] > 0) & front[:, :-1]
-        new[:-1] |= (rc[2][:-1] > 0) & front[1:]
-        new[1:] |= (rc[3][1:] > 0) & front[:-1]
+        for k, (dy, dx) in enumerate(steps):
+            (ty, hy), (tx, hx) = part(int(dy), ny), part(int(dx), nx)
+            new[ty, tx] |= (rc[k][ty, tx] > 0) & front[hy, hx]
         new &= d == _INF
         level += 1
         d[new] = level
@@ -353,17 +368,18 @@ def _bfs_oracle(rc, tcap):
 _KINDS = ("dense", "sparse", "maze")
 
 
-@pytest.mark.parametrize("defer", [False, True])
+@pytest.mark.parametrize(("defer", "planes"), [(False, 4), (True, 4), (True, 8)])
 @pytest.mark.parametrize("levels", [1, 5, 31])
 def test_level_bfs_distances_equal_a_level_by_level_oracle(
-    levels, defer, rng, monkeypatch
+    levels, defer, planes, rng, monkeypatch
 ):
     """gbfs_level (regions, bit masks, L levels between grid barriers) writes the
-    exact BFS distances: compared node by node with a NumPy BFS, on shapes that are and
-    are not multiples of 32, thin ones, one node, long mazes and lines (deep BFS, many
-    phases; the lines beyond the 63 phases whose levels LV_DEFER keeps in shared
-    memory, so both of its ways of writing a height run), regions 64 words wide; with
-    the heights written at the end of each phase and after the last one."""
+    exact BFS distances: compared node by node with a NumPy BFS, 4- and 8-connected, on
+    shapes that are and are not multiples of 32, thin ones, one node, long mazes and
+    lines (deep BFS, many phases; the lines beyond the 63 phases whose levels LV_DEFER
+    keeps in shared memory, so both of its ways of writing a height run), regions 64
+    words wide; with the heights written at the end of each phase and after the last
+    one."""
     _cupy()
     from vision_cuts import _maxflow_gpu
 
@@ -380,6 +396,8 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
     cases += [((3, 2500), "line"), ((40, 1200), "line")]
     for shape, kind in cases:
         s, t, e = synthetic.random_grid_graph(shape, rng, high=5)
+        if planes == 8:  # diagonals too
+            e = rng.integers(0, 6, (8, *shape)).astype(np.int32)
         if kind == "sparse":  # few arcs and sink arcs: many unreachable nodes
             e[rng.random(e.shape) < 0.6] = 0
             t[rng.random(t.shape) < 0.98] = 0
@@ -392,7 +410,7 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
             e[:2], e[2:], t[:], s[:] = 1, 0, 0, 0
             t[:, -1] = 1
         g = grid_graph(s, t, e)
-        solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1))
+        solver = _maxflow_gpu._Solver(g.shape, (32, 32, 1), (16, 16, 1), k=planes)
         assert solver.level is not None and solver.level[4] == levels
         assert solver.lv_defer == defer
         solver.load(g.source, g.sink, g.edges, True)
@@ -400,7 +418,7 @@ def test_level_bfs_distances_equal_a_level_by_level_oracle(
         solver.h.fill(-7)  # every height must be written by the relabel
         solver.out.fill(1)  # as if nodes were active: the relabel must run
         solver.global_relabel(mode=0)
-        rc = solver.rc.get().reshape((4, *shape))
+        rc = solver.rc.get().reshape((planes, *shape))
         tcap = solver.tcap.get().reshape(shape)
         want = _bfs_oracle(rc, tcap)
         got = solver.h.get().reshape(shape)

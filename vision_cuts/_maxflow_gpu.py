@@ -529,7 +529,9 @@ class _Solver:
             # grids of fewer than 2**20 nodes, whose launches hold about a tile a SM
             # (H200, 0.3 MP: 2.97 -> 2.71 ms; four pictures 7-11 % faster); 8-connected
             # tiles of 256 nodes: four (64 registers instead of 78; H100, 2 MP 9.9 ->
-            # 9.3 ms, 4 MP 18.0 -> 16.7, 0.3 MP 3.0 -> 2.9)
+            # 9.3 ms, 4 MP 18.0 -> 16.7, 0.3 MP 3.0 -> 2.9), and five (48 registers)
+            # from 2**20 nodes (H200, six 2-4 MP energies 2.2 % faster in all, 0.3 MP
+            # 3-8 % slower: NOTES_gpu_grid.md, eleventh round)
             "PR_MIN_BLOCKS": self._push_min_blocks(small),
             # diagonal grids push along an active node's admissible arcs by their bits
             # (PR_BITLOOP of grid_push_relabel.cu; H200: 8-connected 2 MP 2-5 %
@@ -714,7 +716,9 @@ class _Solver:
     def _push_min_blocks(self, small: bool) -> int:
         """PR_MIN_BLOCKS of the push kernel (see the defines)."""
         if self.diag:
-            return 4 if self.corners and self.nt <= 256 else 1
+            if not (self.corners and self.nt <= 256):
+                return 1
+            return 4 if small else 5
         return 2 if self.nt >= 512 and not small else 1
 
     def load(self, source: Any, sink: Any, edges: Any, host: bool) -> None:
