@@ -303,6 +303,13 @@ def _level_plan(
     return None
 
 
+def _level_smem(nt: int, nper: int, cw: int, ch: int, defer: bool) -> int:
+    """Bytes of dynamic shared memory of a gbfs_level block of ``nt`` threads: its two
+    frontier buffers of LV_S = 2 * nt * nper words and, with LV_DEFER, the _LV_DPL bit
+    planes of its region's cw * ch own words."""
+    return (2 * (2 * nt * nper) + (_LV_DPL * cw * ch if defer else 0)) * 4
+
+
 @functools.cache
 def _smem_optin_of(device: int) -> int:
     import cupy
@@ -591,8 +598,7 @@ class _Solver:
         if not _LV_DEFER or self.lv_plan is None:
             return False
         nper, _, (cw, ch, _, _) = self.lv_plan
-        smem = 2 * (2 * _LV_NT * nper) * 4 + _LV_DPL * cw * ch * 4
-        return smem <= _smem_optin()
+        return _level_smem(_LV_NT, nper, cw, ch, True) <= _smem_optin()
 
     def _plan_level(self) -> tuple | None:
         """2-D: words a thread, levels a phase and regions of the level BFS
@@ -624,9 +630,8 @@ class _Solver:
             geo = _level_geometry(nx, ny, gmax, levels, self.lv_nt, nper)
             if geo is not None:
                 cw, ch, rxn, regions = geo
-                smem = 2 * (2 * self.lv_nt * nper) * 4  # two buffers of LV_S words
-                if int(bfs_defines.get("LV_DEFER", 0)):  # the own words' planes
-                    smem += _LV_DPL * cw * ch * 4
+                defer = bool(int(bfs_defines.get("LV_DEFER", 0)))
+                smem = _level_smem(self.lv_nt, nper, cw, ch, defer)
                 if smem > _STATIC_SMEM - 1024:  # (the kernel's own words on top)
                     self.k_level.max_dynamic_shared_size_bytes = smem
                 if regions <= _resident_blocks(self.k_level, self.lv_nt, smem):
