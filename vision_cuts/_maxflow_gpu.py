@@ -110,6 +110,7 @@ _DIAG_SCHEDULE = {
 # corners pushed by a launch of their own (PR_CORNERS of grid_push_relabel.cu), instead
 # of four colours
 _DIAG_CORNERS = True
+_RESULT_SIDE = True  # the result on a stream of its own (see _Solver.result)
 _STATIC_SMEM = 48 * 1024  # bytes of static shared memory a block may declare
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
@@ -1140,17 +1141,29 @@ class _Solver:
         self.global_relabel(mode=bfs_mode)
         return (self.h >= _INF).astype(self.cp.uint8).reshape(self.shape)
 
-    def result(self) -> tuple[int, Any]:
-        """Labels (h < INF) and the flow, sum(sink) - sum(residual sink capacity)."""
+    def result(self, after: Any = None) -> tuple[int, Any]:
+        """Labels (h < INF) and the flow, sum(sink) - sum(residual sink capacity).
+        ``after``: an event of the solver's stream after which the heights and sink
+        capacities are final; the result is then computed on a stream of its own
+        (``self.side``), so that it does not wait for the round queued behind that
+        event (a no-op once no active node is left, see :class:`_Rounds`)."""
         cp = self.cp
-        labels = cp.empty(self.n, dtype=cp.uint8)
-        self.acc.fill(0)
-        self.k_finish(
-            self.init_grid,
-            (_INIT_BLOCK,),
-            (self.snk_in, self.tcap, self.h, labels, self.acc, self.idx(self.n)),
-        )
-        return int(self.acc.get(stream=self.stream)[0]), labels.reshape(self.shape)
+        stream = self.stream
+        if after is not None:
+            if getattr(self, "side", None) is None:
+                self.side = cp.cuda.Stream(non_blocking=True)
+            stream = self.side
+            stream.wait_event(after)
+        with stream:
+            labels = cp.empty(self.n, dtype=cp.uint8)
+            self.acc.fill(0)
+            self.k_finish(
+                self.init_grid,
+                (_INIT_BLOCK,),
+                (self.snk_in, self.tcap, self.h, labels, self.acc, self.idx(self.n)),
+            )
+            flow = int(self.acc.get(stream=stream)[0])
+        return flow, labels.reshape(self.shape)
 
 
 def _capacity_error(bad: list, source: Any, sink: Any, edges: Any) -> ValueError:
@@ -1217,6 +1230,8 @@ def _get_solver(
     old = getattr(_cache, "solver", None)
     if _REUSE and old is not None and old.key == key:
         return old
+    if old is not None:  # its last round may still be queued (_Solver.result)
+        old.stream.synchronize()
     _cache.solver = None  # frees the old buffers before the size check
     del old
     _check_fits(shape, n, k, host)
@@ -1404,13 +1419,17 @@ def maxflow_grid_gpu(
             if isinstance(exc, _BadCapacities):
                 raise _capacity_error(solver.validated(), source, sink, edges) from None
             raise
-        flow, labels = solver.result()
+        # the default answer need not wait for the no-op round queued behind the
+        # last count (the next solve on this solver's stream does)
+        # (a cached solver: its buffers outlive that round, see _get_solver)
+        early = _RESULT_SIDE and _REUSE and not (residual or profile) and side == "sink"
+        flow, labels = solver.result(rounds.events[-1] if early else None)
         solver.release()
         res = solver.rc.reshape((k, *shape)).copy() if residual else None
         if side == "source":
             labels = solver.source_side(sched.bfs_mode)
         rounds.mark("result")
-        caller.wait_event(stream.record())
+        caller.wait_event((solver.side if early else stream).record())
     stats = _solve_stats(solver, sched, rounds, time.perf_counter() - t0)
     if residual:
         stats["residual"] = res
