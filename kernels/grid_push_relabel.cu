@@ -92,6 +92,23 @@
 #ifndef PR_LR_AT
 #define PR_LR_AT 0  // > 0: a local relabel of the tile at this local round (option)
 #endif
+// PR_TIMES (profiling only, default 0): thread 0 of every tile run records its global-
+// timer start and end (ns) in pr_times and (tile << 8 | local rounds run) in pr_tmeta,
+// pr_tn counting the runs (benchmarks/push_tile_times.py)
+#ifndef PR_TIMES
+#define PR_TIMES 0
+#endif
+#if PR_TIMES
+#define PR_TN (1 << 20)
+__device__ unsigned long long pr_times[2 * PR_TN];
+__device__ unsigned int pr_tmeta[PR_TN];
+__device__ unsigned int pr_tn;
+__device__ __forceinline__ unsigned long long pr_gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#endif
 // The bit masks of the level-synchronous BFS (grid_bfs.cu, gbfs_level) kept up to date
 // by the pushes: in 2-D with tiles 32 nodes wide a warp of a tile is one row word, so
 // at the write-back each warp stores its word of the K arc planes, the sink arcs and
@@ -349,6 +366,9 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
                                              int nz, int ntx, int nty, int iters, int hmax,
                                              IDX_T n) {
     const int tile = (tz * nty + ty) * ntx + tx;
+#if PR_TIMES
+    const unsigned long long pr_t0 = pr_gtime();
+#endif
     vc_tile_shared& sm = vc_tile_smem();
     int(*s_h)[VC_HN] = sm.h;
     int(*s_rc)[VC_NT] = sm.rc;
@@ -507,6 +527,14 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
         atomicAdd(&pstats[0], 1);   // tiles run
         atomicAdd(&pstats[1], it);  // rounds run
         atomicAdd(&pstats[2], any);  // tiles left active
+#endif
+#if PR_TIMES
+        const unsigned int slot = atomicAdd(&pr_tn, 1u);
+        if (slot < PR_TN) {
+            pr_times[2 * slot] = pr_t0;
+            pr_times[2 * slot + 1] = pr_gtime();
+            pr_tmeta[slot] = ((unsigned int)tile << 8) | (unsigned int)min(it, 255);
+        }
 #endif
     }
 #if !PR_STATS

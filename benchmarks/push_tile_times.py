@@ -1,0 +1,311 @@
+"""How much of the push time is the wait for each launch's slowest tile (GPU; the push
+kernels built with PR_TIMES).
+
+With ``PR_TIMES=1`` thread 0 of every push tile run records the run's global-timer
+start and end and its local rounds (``kernels/grid_push_relabel.cu``). One solve of a
+segmentation energy (CuPy arrays in, after warm-up solves) is recorded; the runs are
+split into launches (launches of one stream do not overlap, and consecutive colour
+launches alternate colours) and into rounds (a gap of more than ``--round-gap`` us: the
+global relabel). For each round this prints the measured push time (first run's start
+to the last run's end: colour launches, corner launches and the gaps between them)
+beside a model of the same tile runs scheduled by their neighbours instead of by
+launches (see :func:`model`: each run taking its measured time, on at most as many
+blocks at once as the push kernel keeps resident). The gap between the two is what a
+push grid that starts each tile when its neighbours are done (no launch boundaries, no
+corner launches) could save, before its own costs. ``--raw`` saves the runs,
+``--from-raw`` analyses saved runs without a GPU.
+
+    python benchmarks/push_tile_times.py --pictures astronaut coffee --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import json
+
+import numpy as np
+
+
+def _view(module, name, dtype, shape):
+    import cupy
+
+    return cupy.ndarray(shape, dtype, memptr=module.get_global(name))
+
+
+def _modules():
+    import cupy
+
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, cupy.RawModule):
+            try:
+                _view(obj, "pr_tn", cupy.uint32, (1,))
+            except Exception:  # not a push module built with PR_TIMES
+                continue
+            found.append(obj)
+    return found
+
+
+def record(name: str, side: int, conn: int) -> tuple[np.ndarray, dict, tuple]:
+    """(runs as rows of start ns, end ns, tile, local rounds; the solve's stats; the
+    tile grid (ntx, nty))."""
+    import cupy
+    import cv2
+    import skimage.data
+
+    import vision_cuts as vc
+    from vision_cuts.datasets.synthetic import segmentation_problem
+
+    img = getattr(skimage.data, name)()
+    if img.ndim == 2:
+        img = np.stack([img] * 3, -1)
+    img = cv2.resize(img, (side, side), interpolation=cv2.INTER_CUBIC)
+    u, w = segmentation_problem(img, connectivity=conn)
+    e = vc.grid_energy(cupy.asarray(u), weights=cupy.asarray(w), connectivity=conn)
+    arrays = [cupy.ascontiguousarray(a) for a in (e.source, e.sink, e.edges)]
+    for _ in range(3):
+        cut = vc.maxflow_grid(*arrays, backend="gpu")
+    cupy.cuda.Device().synchronize()
+    mods = _modules()
+    for m in mods:
+        _view(m, "pr_tn", cupy.uint32, (1,))[0] = 0
+    cupy.cuda.Device().synchronize()
+    cut = vc.maxflow_grid(*arrays, backend="gpu")
+    cupy.cuda.Device().synchronize()
+    rows = []
+    for m in mods:
+        n = int(_view(m, "pr_tn", cupy.uint32, (1,))[0].get())
+        if n == 0:
+            continue
+        n = min(n, 1 << 20)
+        t = _view(m, "pr_times", cupy.uint64, (2 << 20,))[: 2 * n].get()
+        t = t.astype(np.int64)
+        meta = _view(m, "pr_tmeta", cupy.uint32, (1 << 20,))[:n].get().astype(np.int64)
+        rows.append(np.stack([t[0::2], t[1::2], meta >> 8, meta & 255], axis=1))
+    runs = np.concatenate(rows) if rows else np.zeros((0, 4), np.int64)
+    runs = runs[np.argsort(runs[:, 0], kind="stable")]
+    tile = cut.stats["tile"]
+    ntx = -(-side // tile[0])
+    nty = -(-side // tile[1])
+    return runs, cut.stats, (ntx, nty)
+
+
+def launches_of(runs: np.ndarray, ntx: int) -> list:
+    """Index ranges of the launches: a new one where the colour ((tx + ty) & 1) changes
+    or where a run starts after every earlier run has ended and more than 1 us later."""
+    out, start, last_end = [], 0, None
+    colour = (runs[:, 2] % ntx + runs[:, 2] // ntx) & 1
+    for i in range(len(runs)):
+        if i > start and (colour[i] != colour[start] or runs[i, 0] > last_end + 1000):
+            out.append((start, i))
+            start = i
+        last_end = runs[i, 1] if i == start else max(last_end, runs[i, 1])
+    if len(runs):
+        out.append((start, len(runs)))
+    return out
+
+
+def _sweeps(runs: np.ndarray, launches: list, ntx: int) -> list:
+    """The launches of a round grouped into sweeps (colour 0, then colour 1; a launch
+    with no run leaves no trace, so a sweep starts at each colour-0 launch and after
+    two colour-1 launches in a row)."""
+    out, last = [], None
+    for a, b in launches:
+        c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
+        if not out or c == 0 or last == 1:
+            out.append([])
+        out[-1].append((a, b))
+        last = c
+    return out
+
+
+def model(
+    runs: np.ndarray,
+    launches: list,
+    ntx: int,
+    nty: int,
+    slots: int,
+    corner_ns: float = 2000.0,
+    colours: int = 2,
+) -> float:
+    """Makespan (ns) of the tile runs of one round scheduled by their neighbours: a run
+    starts once the earlier runs of its own tile and of its neighbours in the round have
+    ended, on at most ``slots`` blocks at once (in the order they become ready), taking
+    its measured time. ``colours`` 2: the face neighbours (the other colour), and after
+    each sweep a corner item of ``corner_ns`` at every tile corner a run of the sweep
+    touched (ready when the latest runs of its four tiles have ended), which the runs of
+    the next sweep at that corner wait for; 4: each launch split into its two rows of
+    tiles by parity, every one of the eight neighbours a dependency and no corner
+    items (the corner arcs pushed by the tile runs)."""
+    t0 = int(runs[launches[0][0], 0])
+    fin: dict = {}
+    cfin: dict = {}
+    free = [t0] * slots
+    heapq.heapify(free)
+    end = t0
+    if colours == 2:
+        nbrs = ((1, 0), (-1, 0), (0, 1), (0, -1))
+    else:
+        nbrs = tuple((x, y) for x in (-1, 0, 1) for y in (-1, 0, 1) if x or y)
+    for sweep in _sweeps(runs, launches, ntx):
+        phases = []
+        for a, b in sweep:
+            idx = np.arange(a, b)
+            if colours == 2:
+                phases.append(idx)
+            else:
+                par = (runs[a:b, 2] // ntx) & 1
+                phases += [idx[par == 0], idx[par == 1]]
+        touched = set()
+        for ph in phases:
+            ready = []
+            for i in ph:
+                tile = int(runs[i, 2])
+                tx, ty = tile % ntx, tile // ntx
+                r = fin.get(tile, t0)
+                for dx, dy in nbrs:
+                    x, y = tx + dx, ty + dy
+                    if 0 <= x < ntx and 0 <= y < nty:
+                        r = max(r, fin.get(y * ntx + x, t0))
+                for c in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
+                    r = max(r, cfin.get(c, t0))
+                ready.append((r, int(i)))
+            ready.sort()
+            done = {}
+            for r, i in ready:
+                s = max(r, heapq.heappop(free))
+                f = s + int(runs[i, 1] - runs[i, 0])
+                heapq.heappush(free, f)
+                done[int(runs[i, 2])] = f
+                touched.add(int(runs[i, 2]))
+                end = max(end, f)
+            fin.update(done)
+        if colours != 2:
+            continue
+        for tile in touched:
+            tx, ty = tile % ntx, tile // ntx
+            for jx, jy in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
+                if 1 <= jx < ntx and 1 <= jy < nty:
+                    four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
+                    r = max(fin.get(y * ntx + x, t0) for x, y in four)
+                    cfin[(jx, jy)] = r + corner_ns
+                    end = max(end, r + corner_ns)
+    return float(end - t0)
+
+
+def analyse(runs, ntx, nty, slots, round_gap_us, corner_ns=2000.0):
+    launches = launches_of(runs, ntx)
+    rounds, cur = [], [launches[0]] if launches else []
+    for prev, nxt in zip(launches, launches[1:], strict=False):
+        gap = runs[nxt[0], 0] - runs[prev[0] : prev[1], 1].max()
+        if gap > round_gap_us * 1000:
+            rounds.append(cur)
+            cur = []
+        cur.append(nxt)
+    if cur:
+        rounds.append(cur)
+    out = []
+    for rl in rounds:
+        a, b = rl[0][0], rl[-1][1]
+        measured = float(runs[a:b, 1].max() - runs[a, 0])
+        spans = sum(float(runs[x:y, 1].max() - runs[x, 0]) for x, y in rl)
+        out.append(
+            dict(
+                launches=len(rl),
+                runs=int(b - a),
+                mean_run_us=float((runs[a:b, 1] - runs[a:b, 0]).mean() / 1e3),
+                max_runs_a_launch=max(y - x for x, y in rl),
+                measured_us=measured / 1e3,
+                launch_spans_us=spans / 1e3,
+                model_us=model(runs, rl, ntx, nty, slots, corner_ns) / 1e3,
+                model_free_corners_us=model(runs, rl, ntx, nty, slots, 0.0) / 1e3,
+                model_four_colours_us=model(runs, rl, ntx, nty, slots, colours=4) / 1e3,
+            )
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pictures", nargs="+", default=["astronaut", "coffee"])
+    ap.add_argument("--side", type=int, default=1414)
+    ap.add_argument("--connectivity", type=int, default=8)
+    ap.add_argument("--round-gap", type=float, default=40.0, help="us")
+    ap.add_argument("--corner-us", type=float, default=2.0, help="a corner item")
+    ap.add_argument("--json")
+    ap.add_argument("--raw", help="save every picture's runs and tile grid (.npz)")
+    ap.add_argument(
+        "--from-raw",
+        help="analyse the runs saved by --raw (no GPU; --slots blocks at once)",
+    )
+    ap.add_argument("--slots", type=int, default=660)
+    args = ap.parse_args()
+
+    result, raw = {}, {}
+    if args.from_raw:
+        saved = np.load(args.from_raw)
+        pictures = [k for k in saved.files if not k.endswith("_grid")]
+    else:
+        import cupy
+
+        import vision_cuts._maxflow_gpu as mg
+
+        mg._EXTRA_DEFINES["PR_TIMES"] = 1
+        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        pictures = args.pictures
+    for name in pictures:
+        if args.from_raw:
+            runs, (ntx, nty) = saved[name], saved[name + "_grid"]
+            stats, slots = {}, args.slots
+        else:
+            runs, stats, (ntx, nty) = record(name, args.side, args.connectivity)
+            raw[name] = runs
+            raw[name + "_grid"] = np.array([ntx, nty])
+            slots = sms * int(stats.get("push_min_blocks") or 1)
+        rounds = analyse(
+            runs, int(ntx), int(nty), slots, args.round_gap, args.corner_us * 1e3
+        )
+        tot = {
+            k: sum(r[k] for r in rounds) / 1e3
+            for k in (
+                "measured_us",
+                "launch_spans_us",
+                "model_us",
+                "model_free_corners_us",
+                "model_four_colours_us",
+            )
+        }
+        print(
+            f"{name}: {len(runs)} tile runs, {len(rounds)} rounds found "
+            f"({stats.get('global_relabels')} relabels, {stats.get('sweeps')} sweeps), "
+            f"push {tot['measured_us']:.2f} ms measured (launches "
+            f"{tot['launch_spans_us']:.2f}); scheduled by neighbours, {slots} blocks "
+            f"at once: {tot['model_us']:.2f} ms with corner items of "
+            f"{args.corner_us:g} us ({tot['model_free_corners_us']:.2f} without), "
+            f"{tot['model_four_colours_us']:.2f} with four colours"
+        )
+        for i, r in enumerate(rounds):
+            print(
+                f"  round {i + 1:2d}: {r['launches']:2d} launches {r['runs']:6d} runs "
+                f"(most {r['max_runs_a_launch']:5d}, mean {r['mean_run_us']:5.1f} us) "
+                f"measured {r['measured_us']:7.1f} us, "
+                f"launches {r['launch_spans_us']:7.1f}, model {r['model_us']:7.1f}"
+            )
+        result[name] = dict(
+            stats={k: v for k, v in stats.items() if not isinstance(v, dict)},
+            rounds=rounds,
+            slots=slots,
+            corner_us=args.corner_us,
+            **{k.replace("_us", "_ms"): v for k, v in tot.items()},
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+    if args.raw:
+        np.savez_compressed(args.raw, **raw)
+
+
+if __name__ == "__main__":
+    main()
