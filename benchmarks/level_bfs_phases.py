@@ -35,18 +35,24 @@ def _view(module, name, dtype, shape):
     return cupy.ndarray(shape, dtype, memptr=module.get_global(name))
 
 
-def _prof_modules():
+def modules_with(name: str) -> list:
+    """The loaded CuPy modules that hold the device variable ``name`` (those built
+    with the profiling define that declares it)."""
     import cupy
 
     found = []
     for obj in gc.get_objects():
         if isinstance(obj, cupy.RawModule):
             try:
-                _view(obj, "lv_prof_launch", cupy.int32, (1,))
-            except Exception:  # not a gbfs_level module built with LV_PROF
+                obj.get_global(name)
+            except Exception:  # not built with that define
                 continue
             found.append(obj)
     return found
+
+
+def _prof_modules():
+    return modules_with("lv_prof_launch")  # gbfs_level modules built with LV_PROF
 
 
 def profile(name: str, conn: int, side: int, levels: int, ghz: float) -> dict:

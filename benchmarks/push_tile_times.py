@@ -21,31 +21,15 @@ corner launches) could save, before its own costs. ``--raw`` saves the runs,
 from __future__ import annotations
 
 import argparse
-import gc
 import heapq
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
-
-def _view(module, name, dtype, shape):
-    import cupy
-
-    return cupy.ndarray(shape, dtype, memptr=module.get_global(name))
-
-
-def _modules():
-    import cupy
-
-    found = []
-    for obj in gc.get_objects():
-        if isinstance(obj, cupy.RawModule):
-            try:
-                _view(obj, "pr_tn", cupy.uint32, (1,))
-            except Exception:  # not a push module built with PR_TIMES
-                continue
-            found.append(obj)
-    return found
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from level_bfs_phases import _view, modules_with  # noqa: E402
 
 
 def record(name: str, side: int, conn: int) -> tuple[np.ndarray, dict, tuple]:
@@ -68,7 +52,7 @@ def record(name: str, side: int, conn: int) -> tuple[np.ndarray, dict, tuple]:
     for _ in range(3):
         cut = vc.maxflow_grid(*arrays, backend="gpu")
     cupy.cuda.Device().synchronize()
-    mods = _modules()
+    mods = modules_with("pr_tn")  # the push modules built with PR_TIMES
     for m in mods:
         _view(m, "pr_tn", cupy.uint32, (1,))[0] = 0
     cupy.cuda.Device().synchronize()
