@@ -55,23 +55,33 @@ def _prof_modules():
     return modules_with("lv_prof_launch")  # gbfs_level modules built with LV_PROF
 
 
-def profile(name: str, conn: int, side: int, levels: int, ghz: float) -> dict:
+def segmentation_arrays(name: str, side: int, conn: int) -> list:
+    """The source, sink and arc arrays (CuPy, C-contiguous) of the segmentation energy
+    of scikit-image's picture ``name`` resized to ``side`` x ``side``."""
     import cupy
     import cv2
     import skimage.data
 
     import vision_cuts as vc
-    import vision_cuts._maxflow_gpu as mg
     from vision_cuts.datasets.synthetic import segmentation_problem
 
-    mg._BFS_LEVEL_L = levels
     img = getattr(skimage.data, name)()
     if img.ndim == 2:
         img = np.stack([img] * 3, -1)
     img = cv2.resize(img, (side, side), interpolation=cv2.INTER_CUBIC)
     u, w = segmentation_problem(img, connectivity=conn)
     e = vc.grid_energy(cupy.asarray(u), weights=cupy.asarray(w), connectivity=conn)
-    arrays = [cupy.ascontiguousarray(a) for a in (e.source, e.sink, e.edges)]
+    return [cupy.ascontiguousarray(a) for a in (e.source, e.sink, e.edges)]
+
+
+def profile(name: str, conn: int, side: int, levels: int, ghz: float) -> dict:
+    import cupy
+
+    import vision_cuts as vc
+    import vision_cuts._maxflow_gpu as mg
+
+    mg._BFS_LEVEL_L = levels
+    arrays = segmentation_arrays(name, side, conn)
     for _ in range(3):
         vc.maxflow_grid(*arrays, backend="gpu")
     cupy.cuda.runtime.deviceSynchronize()

@@ -29,26 +29,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from level_bfs_phases import _view, modules_with  # noqa: E402
+from level_bfs_phases import _view, modules_with, segmentation_arrays  # noqa: E402
 
 
 def record(name: str, side: int, conn: int) -> tuple[np.ndarray, dict, tuple]:
     """(runs as rows of start ns, end ns, tile, local rounds; the solve's stats; the
     tile grid (ntx, nty))."""
     import cupy
-    import cv2
-    import skimage.data
 
     import vision_cuts as vc
-    from vision_cuts.datasets.synthetic import segmentation_problem
 
-    img = getattr(skimage.data, name)()
-    if img.ndim == 2:
-        img = np.stack([img] * 3, -1)
-    img = cv2.resize(img, (side, side), interpolation=cv2.INTER_CUBIC)
-    u, w = segmentation_problem(img, connectivity=conn)
-    e = vc.grid_energy(cupy.asarray(u), weights=cupy.asarray(w), connectivity=conn)
-    arrays = [cupy.ascontiguousarray(a) for a in (e.source, e.sink, e.edges)]
+    arrays = segmentation_arrays(name, side, conn)
     for _ in range(3):
         cut = vc.maxflow_grid(*arrays, backend="gpu")
     cupy.cuda.Device().synchronize()
