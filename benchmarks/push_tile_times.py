@@ -170,6 +170,74 @@ def model(
     return float(end - t0)
 
 
+def model_bound(
+    runs: np.ndarray,
+    launches: list,
+    ntx: int,
+    nty: int,
+    blocks: int,
+    corner_ns: float = 2000.0,
+    poll_ns: float = 500.0,
+) -> float:
+    """Makespan (ns) of the same schedule with each tile bound to a block, as a push
+    grid that hands block b the colour slots b, b + blocks, ... and the tile corners b,
+    b + blocks, ... runs it: a block takes the phases (sweep s, colour c) in order and
+    its items of a phase in the order they become ready (face neighbours' phase
+    2 s + c - 1 ended, its corners' sweep s - 1 ended), one at a time; a tile that did
+    not run in that sweep's launch ends its phase ``poll_ns`` after it is ready and
+    the block reaches it (it costs its neighbours a wait, not its block a run); then
+    the block's corners of the sweep, ``corner_ns`` each once their four tiles ended
+    the sweep (2-D, two colours)."""
+    t0 = int(runs[launches[0][0], 0])
+    nhx = -(-ntx // 2)
+    fin = np.full(ntx * nty, t0, dtype=np.int64)
+    cfin: dict = {}
+    clock = np.full(blocks, t0, dtype=np.int64)
+    owned: dict = {0: [], 1: []}  # colour -> (block, tile, tx, ty)
+    for ty in range(nty):
+        for tx in range(ntx):
+            slot = ty * nhx + tx // 2
+            owned[(tx + ty) & 1].append((slot % blocks, ty * ntx + tx, tx, ty))
+    for sweep in _sweeps(runs, launches, ntx):
+        dur: dict = {0: {}, 1: {}}
+        for a, b in sweep:
+            c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
+            for i in range(a, b):
+                dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
+        for c in (0, 1):
+            prev = fin.copy()
+            items: dict = {}
+            for blk, tile, tx, ty in owned[c]:
+                r = t0
+                for x, y in ((tx + 1, ty), (tx - 1, ty), (tx, ty + 1), (tx, ty - 1)):
+                    if 0 <= x < ntx and 0 <= y < nty:
+                        r = max(r, int(prev[y * ntx + x]))
+                for q in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
+                    r = max(r, cfin.get(q, t0))
+                items.setdefault(blk, []).append((r, tile))
+            for blk, lst in items.items():
+                now = int(clock[blk])
+                for r, tile in sorted(lst):
+                    d = dur[c].get(tile)
+                    if d is None:
+                        fin[tile] = max(now, r) + poll_ns
+                    else:
+                        now = max(now, r) + d
+                        fin[tile] = now
+                clock[blk] = now
+        ends: dict = {}
+        for jy in range(1, nty):
+            for jx in range(1, ntx):
+                blk = ((jy - 1) * (ntx - 1) + jx - 1) % blocks
+                four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
+                r = max(int(fin[y * ntx + x]) for x, y in four)
+                cfin[(jx, jy)] = max(int(clock[blk]), r) + corner_ns
+                ends[blk] = max(ends.get(blk, t0), cfin[(jx, jy)])
+        for blk, f in ends.items():
+            clock[blk] = max(int(clock[blk]), f)
+    return float(max(int(clock.max()), int(fin.max())) - t0)
+
+
 def analyse(runs, ntx, nty, slots, round_gap_us, corner_ns=2000.0):
     launches = launches_of(runs, ntx)
     rounds, cur = [], [launches[0]] if launches else []
@@ -197,6 +265,7 @@ def analyse(runs, ntx, nty, slots, round_gap_us, corner_ns=2000.0):
                 model_us=model(runs, rl, ntx, nty, slots, corner_ns) / 1e3,
                 model_free_corners_us=model(runs, rl, ntx, nty, slots, 0.0) / 1e3,
                 model_four_colours_us=model(runs, rl, ntx, nty, slots, colours=4) / 1e3,
+                model_bound_us=model_bound(runs, rl, ntx, nty, slots, corner_ns) / 1e3,
             )
         )
     return out
@@ -250,6 +319,7 @@ def main() -> None:
                 "model_us",
                 "model_free_corners_us",
                 "model_four_colours_us",
+                "model_bound_us",
             )
         }
         print(
@@ -259,7 +329,8 @@ def main() -> None:
             f"{tot['launch_spans_us']:.2f}); scheduled by neighbours, {slots} blocks "
             f"at once: {tot['model_us']:.2f} ms with corner items of "
             f"{args.corner_us:g} us ({tot['model_free_corners_us']:.2f} without), "
-            f"{tot['model_four_colours_us']:.2f} with four colours"
+            f"{tot['model_four_colours_us']:.2f} with four colours, "
+            f"{tot['model_bound_us']:.2f} with each tile bound to a block"
         )
         for i, r in enumerate(rounds):
             print(

@@ -69,3 +69,17 @@ def test_model_follows_face_neighbours_and_corners(ptt):
     # four colours: tile 4 runs after tile 1 (the other row, a diagonal neighbour) ends
     # at 60, 60-68; tile 0 then 68-78
     assert ptt.model(runs, launches, NTX, NTY, slots=660, colours=4) == 78 * US
+
+
+def test_model_with_tiles_bound_to_one_block(ptt):
+    """One block owns every tile: it takes the phases in order and each phase's tiles
+    as they become ready; a tile that did not run ends its phase 0.5 us after it is
+    ready and the block reaches it, and the corners wait for their four tiles."""
+    runs = _runs([(0, 10, 0), (0, 50, 2), (55, 65, 1), (55, 63, 4), (70, 80, 0)])
+    launches = ptt.launches_of(runs, NTX)
+    # sweep 1, colour 0: tiles 0 (0-10) and 2 (10-60), 5 and 7 skipped (60.5);
+    # colour 1, all ready at 60.5: 1 (60.5-70.5), 3 skipped (71), 4 (70.5-78.5), 6
+    # skipped (79); corners (1, 1) at 80.5, (2, 1) and (3, 1) at 81. Sweep 2, colour 0:
+    # tile 0 ready at 80.5, run 81-91, the others skipped (91.5); colour 1 skipped (92);
+    # the corners at 94.
+    assert ptt.model_bound(runs, launches, NTX, NTY, blocks=1) == 94 * US
