@@ -178,6 +178,8 @@ def model_bound(
     blocks: int,
     corner_ns: float = 2000.0,
     poll_ns: float = 500.0,
+    hop_ns: float = 0.0,
+    run_ns: float = 0.0,
 ) -> float:
     """Makespan (ns) of the same schedule with each tile bound to a block, as a push
     grid that hands block b the colour slots b, b + blocks, ... and the tile corners b,
@@ -187,7 +189,8 @@ def model_bound(
     not run in that sweep's launch ends its phase ``poll_ns`` after it is ready and
     the block reaches it (it costs its neighbours a wait, not its block a run); then
     the block's corners of the sweep, ``corner_ns`` each once their four tiles ended
-    the sweep (2-D, two colours)."""
+    the sweep (2-D, two colours). ``hop_ns``: from the end of what an item waits for to
+    its start; ``run_ns``: added to every run (the grid's own costs)."""
     t0 = int(runs[launches[0][0], 0])
     nhx = -(-ntx // 2)
     fin = np.full(ntx * nty, t0, dtype=np.int64)
@@ -214,7 +217,7 @@ def model_bound(
                         r = max(r, int(prev[y * ntx + x]))
                 for q in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
                     r = max(r, cfin.get(q, t0))
-                items.setdefault(blk, []).append((r, tile))
+                items.setdefault(blk, []).append((r + hop_ns, tile))
             for blk, lst in items.items():
                 now = int(clock[blk])
                 for r, tile in sorted(lst):
@@ -222,7 +225,7 @@ def model_bound(
                     if d is None:
                         fin[tile] = max(now, r) + poll_ns
                     else:
-                        now = max(now, r) + d
+                        now = max(now, r) + d + run_ns
                         fin[tile] = now
                 clock[blk] = now
         ends: dict = {}
@@ -236,6 +239,71 @@ def model_bound(
         for blk, f in ends.items():
             clock[blk] = max(int(clock[blk]), f)
     return float(max(int(clock.max()), int(fin.max())) - t0)
+
+
+def model_claimed(
+    runs: np.ndarray,
+    launches: list,
+    ntx: int,
+    nty: int,
+    blocks: int,
+    corner_ns: float = 2000.0,
+    poll_ns: float = 500.0,
+    claim_ns: float = 500.0,
+    hop_ns: float = 2000.0,
+    run_ns: float = 1000.0,
+) -> float:
+    """Makespan (ns) of the same schedule with the items claimed one at a time: the
+    phases' items (sweep s, colour c; slot order) go in turn to the block that is free
+    first, which spends ``claim_ns`` on each, waits until ``hop_ns`` after what the
+    item waits for has ended (face neighbours' phase 2 s + c - 1, corners of sweep
+    s - 1), then runs it (its measured time plus ``run_ns``) or, for a tile that did
+    not run, ends its phase ``poll_ns`` later without holding the block; the corners
+    end ``corner_ns`` after their four tiles' sweep, on no block (2-D, two
+    colours)."""
+    t0 = int(runs[launches[0][0], 0])
+    nhx = -(-ntx // 2)
+    fin = np.full(ntx * nty, t0, dtype=np.int64)
+    cfin: dict = {}
+    free = [(t0, b) for b in range(blocks)]
+    heapq.heapify(free)
+    order: dict = {0: [], 1: []}
+    for ty in range(nty):
+        for tx in range(ntx):
+            order[(tx + ty) & 1].append((ty * nhx + tx // 2, ty * ntx + tx, tx, ty))
+    end = t0
+    for sweep in _sweeps(runs, launches, ntx):
+        dur: dict = {0: {}, 1: {}}
+        for a, b in sweep:
+            c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
+            for i in range(a, b):
+                dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
+        for c in (0, 1):
+            prev = fin.copy()
+            for _, tile, tx, ty in sorted(order[c]):
+                r = t0
+                for x, y in ((tx + 1, ty), (tx - 1, ty), (tx, ty + 1), (tx, ty - 1)):
+                    if 0 <= x < ntx and 0 <= y < nty:
+                        r = max(r, int(prev[y * ntx + x]))
+                for q in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
+                    r = max(r, cfin.get(q, t0))
+                r += hop_ns
+                now, blk = heapq.heappop(free)
+                now += claim_ns
+                d = dur[c].get(tile)
+                if d is None:
+                    fin[tile] = max(now, r) + poll_ns
+                else:
+                    now = max(now, r) + d + run_ns
+                    fin[tile] = now
+                end = max(end, int(fin[tile]))
+                heapq.heappush(free, (now, blk))
+        for jy in range(1, nty):
+            for jx in range(1, ntx):
+                four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
+                cfin[(jx, jy)] = max(int(fin[y * ntx + x]) for x, y in four) + corner_ns
+                end = max(end, cfin[(jx, jy)])
+    return float(end - t0)
 
 
 def analyse(runs, ntx, nty, slots, round_gap_us, corner_ns=2000.0):
@@ -266,6 +334,8 @@ def analyse(runs, ntx, nty, slots, round_gap_us, corner_ns=2000.0):
                 model_free_corners_us=model(runs, rl, ntx, nty, slots, 0.0) / 1e3,
                 model_four_colours_us=model(runs, rl, ntx, nty, slots, colours=4) / 1e3,
                 model_bound_us=model_bound(runs, rl, ntx, nty, slots, corner_ns) / 1e3,
+                model_claimed_us=model_claimed(runs, rl, ntx, nty, slots, corner_ns)
+                / 1e3,
             )
         )
     return out
@@ -320,6 +390,7 @@ def main() -> None:
                 "model_free_corners_us",
                 "model_four_colours_us",
                 "model_bound_us",
+                "model_claimed_us",
             )
         }
         print(
@@ -330,7 +401,9 @@ def main() -> None:
             f"at once: {tot['model_us']:.2f} ms with corner items of "
             f"{args.corner_us:g} us ({tot['model_free_corners_us']:.2f} without), "
             f"{tot['model_four_colours_us']:.2f} with four colours, "
-            f"{tot['model_bound_us']:.2f} with each tile bound to a block"
+            f"{tot['model_bound_us']:.2f} with each tile bound to a block, "
+            f"{tot['model_claimed_us']:.2f} claimed one at a time (0.5 us a claim, "
+            "2 us a hop, 1 us more a run)"
         )
         for i, r in enumerate(rounds):
             print(

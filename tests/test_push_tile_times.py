@@ -83,3 +83,17 @@ def test_model_with_tiles_bound_to_one_block(ptt):
     # tile 0 ready at 80.5, run 81-91, the others skipped (91.5); colour 1 skipped (92);
     # the corners at 94.
     assert ptt.model_bound(runs, launches, NTX, NTY, blocks=1) == 94 * US
+
+
+def test_model_with_items_claimed_one_at_a_time(ptt):
+    """The items claimed in slot order by the one block, no claim, hop or run costs:
+    sweep 1 as in the bound model (but tile 1 and 4 in slot order: 60.5-70.5 and
+    70.5-78.5); the corners end at 80.5 / 81 / 81 without holding the block, so tile
+    0 runs 80.5-90.5 and sweep 2's skipped tiles end at 91 and 91.5; the last corners
+    at 93.5."""
+    runs = _runs([(0, 10, 0), (0, 50, 2), (55, 65, 1), (55, 63, 4), (70, 80, 0)])
+    launches = ptt.launches_of(runs, NTX)
+    zero = dict(claim_ns=0, hop_ns=0, run_ns=0)
+    assert ptt.model_claimed(runs, launches, NTX, NTY, blocks=1, **zero) == 93.5 * US
+    # a claim costs the block, a hop delays the start: both only lengthen it
+    assert ptt.model_claimed(runs, launches, NTX, NTY, blocks=1) > 93.5 * US
