@@ -96,6 +96,22 @@ def _sweeps(runs: np.ndarray, launches: list, ntx: int) -> list:
     return out
 
 
+_FACES = ((1, 0), (-1, 0), (0, 1), (0, -1))
+
+
+def _ready(fin, cfin: dict, tx: int, ty: int, ntx: int, nty: int, t0: int, nbrs=_FACES):
+    """When tile (tx, ty) may start: the latest end among its neighbours ``nbrs``
+    (``fin``: each tile's last end, t0 where none) and its four corners (``cfin``)."""
+    r = t0
+    for dx, dy in nbrs:
+        x, y = tx + dx, ty + dy
+        if 0 <= x < ntx and 0 <= y < nty:
+            r = max(r, int(fin[y * ntx + x]))
+    for q in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
+        r = max(r, cfin.get(q, t0))
+    return r
+
+
 def model(
     runs: np.ndarray,
     launches: list,
@@ -115,13 +131,13 @@ def model(
     tiles by parity, every one of the eight neighbours a dependency and no corner
     items (the corner arcs pushed by the tile runs)."""
     t0 = int(runs[launches[0][0], 0])
-    fin: dict = {}
+    fin = np.full(ntx * nty, t0, dtype=np.int64)
     cfin: dict = {}
     free = [t0] * slots
     heapq.heapify(free)
     end = t0
     if colours == 2:
-        nbrs = ((1, 0), (-1, 0), (0, 1), (0, -1))
+        nbrs = _FACES
     else:
         nbrs = tuple((x, y) for x in (-1, 0, 1) for y in (-1, 0, 1) if x or y)
     for sweep in _sweeps(runs, launches, ntx):
@@ -139,14 +155,8 @@ def model(
             for i in ph:
                 tile = int(runs[i, 2])
                 tx, ty = tile % ntx, tile // ntx
-                r = fin.get(tile, t0)
-                for dx, dy in nbrs:
-                    x, y = tx + dx, ty + dy
-                    if 0 <= x < ntx and 0 <= y < nty:
-                        r = max(r, fin.get(y * ntx + x, t0))
-                for c in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
-                    r = max(r, cfin.get(c, t0))
-                ready.append((r, int(i)))
+                r = _ready(fin, cfin, tx, ty, ntx, nty, t0, nbrs)
+                ready.append((max(r, int(fin[tile])), int(i)))
             ready.sort()
             done = {}
             for r, i in ready:
@@ -156,7 +166,8 @@ def model(
                 done[int(runs[i, 2])] = f
                 touched.add(int(runs[i, 2]))
                 end = max(end, f)
-            fin.update(done)
+            for tile, f in done.items():
+                fin[tile] = f
         if colours != 2:
             continue
         for tile in touched:
@@ -164,7 +175,7 @@ def model(
             for jx, jy in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
                 if 1 <= jx < ntx and 1 <= jy < nty:
                     four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
-                    r = max(fin.get(y * ntx + x, t0) for x, y in four)
+                    r = max(int(fin[y * ntx + x]) for x, y in four)
                     cfin[(jx, jy)] = r + corner_ns
                     end = max(end, r + corner_ns)
     return float(end - t0)
@@ -211,12 +222,7 @@ def model_bound(
             prev = fin.copy()
             items: dict = {}
             for blk, tile, tx, ty in owned[c]:
-                r = t0
-                for x, y in ((tx + 1, ty), (tx - 1, ty), (tx, ty + 1), (tx, ty - 1)):
-                    if 0 <= x < ntx and 0 <= y < nty:
-                        r = max(r, int(prev[y * ntx + x]))
-                for q in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
-                    r = max(r, cfin.get(q, t0))
+                r = _ready(prev, cfin, tx, ty, ntx, nty, t0)
                 items.setdefault(blk, []).append((r + hop_ns, tile))
             for blk, lst in items.items():
                 now = int(clock[blk])
@@ -252,15 +258,16 @@ def model_claimed(
     claim_ns: float = 500.0,
     hop_ns: float = 2000.0,
     run_ns: float = 1000.0,
+    batch: int = 1,
 ) -> float:
-    """Makespan (ns) of the same schedule with the items claimed one at a time: the
-    phases' items (sweep s, colour c; slot order) go in turn to the block that is free
-    first, which spends ``claim_ns`` on each, waits until ``hop_ns`` after what the
-    item waits for has ended (face neighbours' phase 2 s + c - 1, corners of sweep
-    s - 1), then runs it (its measured time plus ``run_ns``) or, for a tile that did
-    not run, ends its phase ``poll_ns`` later without holding the block; the corners
-    end ``corner_ns`` after their four tiles' sweep, on no block (2-D, two
-    colours)."""
+    """Makespan (ns) of the same schedule with the items claimed ``batch`` at a time:
+    the phases' items (sweep s, colour c; slot order) go in turn to the block that is
+    free first, which spends ``claim_ns`` on a claim, and takes the claimed items in
+    the order they become ready: each ``hop_ns`` after what it waits for has ended
+    (face neighbours' phase 2 s + c - 1, corners of sweep s - 1), run for its measured
+    time plus ``run_ns``, or, for a tile that did not run, ended ``poll_ns`` later
+    without holding the block; the corners end ``corner_ns`` after their four tiles'
+    sweep, on no block (2-D, two colours)."""
     t0 = int(runs[launches[0][0], 0])
     nhx = -(-ntx // 2)
     fin = np.full(ntx * nty, t0, dtype=np.int64)
@@ -280,23 +287,22 @@ def model_claimed(
                 dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
         for c in (0, 1):
             prev = fin.copy()
-            for _, tile, tx, ty in sorted(order[c]):
-                r = t0
-                for x, y in ((tx + 1, ty), (tx - 1, ty), (tx, ty + 1), (tx, ty - 1)):
-                    if 0 <= x < ntx and 0 <= y < nty:
-                        r = max(r, int(prev[y * ntx + x]))
-                for q in ((tx, ty), (tx + 1, ty), (tx, ty + 1), (tx + 1, ty + 1)):
-                    r = max(r, cfin.get(q, t0))
-                r += hop_ns
+            items = sorted(order[c])
+            for k in range(0, len(items), batch):
+                claimed = []
+                for _, tile, tx, ty in items[k : k + batch]:
+                    r = _ready(prev, cfin, tx, ty, ntx, nty, t0)
+                    claimed.append((r + hop_ns, tile))
                 now, blk = heapq.heappop(free)
                 now += claim_ns
-                d = dur[c].get(tile)
-                if d is None:
-                    fin[tile] = max(now, r) + poll_ns
-                else:
-                    now = max(now, r) + d + run_ns
-                    fin[tile] = now
-                end = max(end, int(fin[tile]))
+                for r, tile in sorted(claimed):
+                    d = dur[c].get(tile)
+                    if d is None:
+                        fin[tile] = max(now, r) + poll_ns
+                    else:
+                        now = max(now, r) + d + run_ns
+                        fin[tile] = now
+                    end = max(end, int(fin[tile]))
                 heapq.heappush(free, (now, blk))
         for jy in range(1, nty):
             for jx in range(1, ntx):
