@@ -181,6 +181,51 @@ def model(
     return float(end - t0)
 
 
+def _by_colour(ntx: int, nty: int) -> dict:
+    """Colour -> the tiles of that colour as (slot, tile, tx, ty), in slot order (the
+    slots of vc_colour_tile: ty * ceil(ntx / 2) + tx // 2)."""
+    nhx = -(-ntx // 2)
+    out: dict = {0: [], 1: []}
+    for ty in range(nty):
+        for tx in range(ntx):
+            out[(tx + ty) & 1].append((ty * nhx + tx // 2, ty * ntx + tx, tx, ty))
+    return {c: sorted(v) for c, v in out.items()}
+
+
+def _durations(runs: np.ndarray, sweep: list, ntx: int) -> dict:
+    """Colour -> {tile: run time (ns)} of one sweep's launches."""
+    dur: dict = {0: {}, 1: {}}
+    for a, b in sweep:
+        c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
+        for i in range(a, b):
+            dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
+    return dur
+
+
+def _take(now: int, items: list, dur: dict, fin, poll_ns: float, run_ns: float) -> int:
+    """One block takes ``items`` ((ready, tile), in the order they become ready) from
+    ``now``: a tile of ``dur`` runs (its time plus ``run_ns``), another ends
+    ``poll_ns`` after it is ready and the block reaches it; their ends go to ``fin``.
+    Returns when the block is free."""
+    for r, tile in sorted(items):
+        d = dur.get(tile)
+        if d is None:
+            fin[tile] = max(now, r) + poll_ns
+        else:
+            now = max(now, r) + d + run_ns
+            fin[tile] = now
+    return now
+
+
+def _corners(fin, ntx: int, nty: int):
+    """(index, (jx, jy), the latest end of its four tiles) of each inner tile corner."""
+    for jy in range(1, nty):
+        for jx in range(1, ntx):
+            four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
+            r = max(int(fin[y * ntx + x]) for x, y in four)
+            yield (jy - 1) * (ntx - 1) + jx - 1, (jx, jy), r
+
+
 def model_bound(
     runs: np.ndarray,
     launches: list,
@@ -203,45 +248,25 @@ def model_bound(
     the sweep (2-D, two colours). ``hop_ns``: from the end of what an item waits for to
     its start; ``run_ns``: added to every run (the grid's own costs)."""
     t0 = int(runs[launches[0][0], 0])
-    nhx = -(-ntx // 2)
     fin = np.full(ntx * nty, t0, dtype=np.int64)
     cfin: dict = {}
     clock = np.full(blocks, t0, dtype=np.int64)
-    owned: dict = {0: [], 1: []}  # colour -> (block, tile, tx, ty)
-    for ty in range(nty):
-        for tx in range(ntx):
-            slot = ty * nhx + tx // 2
-            owned[(tx + ty) & 1].append((slot % blocks, ty * ntx + tx, tx, ty))
+    tiles = _by_colour(ntx, nty)
     for sweep in _sweeps(runs, launches, ntx):
-        dur: dict = {0: {}, 1: {}}
-        for a, b in sweep:
-            c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
-            for i in range(a, b):
-                dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
+        dur = _durations(runs, sweep, ntx)
         for c in (0, 1):
             prev = fin.copy()
             items: dict = {}
-            for blk, tile, tx, ty in owned[c]:
+            for slot, tile, tx, ty in tiles[c]:
                 r = _ready(prev, cfin, tx, ty, ntx, nty, t0)
-                items.setdefault(blk, []).append((r + hop_ns, tile))
+                items.setdefault(slot % blocks, []).append((r + hop_ns, tile))
             for blk, lst in items.items():
-                now = int(clock[blk])
-                for r, tile in sorted(lst):
-                    d = dur[c].get(tile)
-                    if d is None:
-                        fin[tile] = max(now, r) + poll_ns
-                    else:
-                        now = max(now, r) + d + run_ns
-                        fin[tile] = now
-                clock[blk] = now
+                clock[blk] = _take(int(clock[blk]), lst, dur[c], fin, poll_ns, run_ns)
         ends: dict = {}
-        for jy in range(1, nty):
-            for jx in range(1, ntx):
-                blk = ((jy - 1) * (ntx - 1) + jx - 1) % blocks
-                four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
-                r = max(int(fin[y * ntx + x]) for x, y in four)
-                cfin[(jx, jy)] = max(int(clock[blk]), r) + corner_ns
-                ends[blk] = max(ends.get(blk, t0), cfin[(jx, jy)])
+        for j, corner, r in _corners(fin, ntx, nty):
+            blk = j % blocks
+            cfin[corner] = max(int(clock[blk]), r) + corner_ns
+            ends[blk] = max(ends.get(blk, t0), cfin[corner])
         for blk, f in ends.items():
             clock[blk] = max(int(clock[blk]), f)
     return float(max(int(clock.max()), int(fin.max())) - t0)
@@ -269,47 +294,26 @@ def model_claimed(
     without holding the block; the corners end ``corner_ns`` after their four tiles'
     sweep, on no block (2-D, two colours)."""
     t0 = int(runs[launches[0][0], 0])
-    nhx = -(-ntx // 2)
     fin = np.full(ntx * nty, t0, dtype=np.int64)
     cfin: dict = {}
     free = [(t0, b) for b in range(blocks)]
     heapq.heapify(free)
-    order: dict = {0: [], 1: []}
-    for ty in range(nty):
-        for tx in range(ntx):
-            order[(tx + ty) & 1].append((ty * nhx + tx // 2, ty * ntx + tx, tx, ty))
-    end = t0
+    tiles = _by_colour(ntx, nty)
     for sweep in _sweeps(runs, launches, ntx):
-        dur: dict = {0: {}, 1: {}}
-        for a, b in sweep:
-            c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
-            for i in range(a, b):
-                dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
+        dur = _durations(runs, sweep, ntx)
         for c in (0, 1):
             prev = fin.copy()
-            items = sorted(order[c])
-            for k in range(0, len(items), batch):
-                claimed = []
-                for _, tile, tx, ty in items[k : k + batch]:
-                    r = _ready(prev, cfin, tx, ty, ntx, nty, t0)
-                    claimed.append((r + hop_ns, tile))
+            for k in range(0, len(tiles[c]), batch):
+                claimed = [
+                    (_ready(prev, cfin, tx, ty, ntx, nty, t0) + hop_ns, tile)
+                    for _, tile, tx, ty in tiles[c][k : k + batch]
+                ]
                 now, blk = heapq.heappop(free)
-                now += claim_ns
-                for r, tile in sorted(claimed):
-                    d = dur[c].get(tile)
-                    if d is None:
-                        fin[tile] = max(now, r) + poll_ns
-                    else:
-                        now = max(now, r) + d + run_ns
-                        fin[tile] = now
-                    end = max(end, int(fin[tile]))
+                now = _take(now + claim_ns, claimed, dur[c], fin, poll_ns, run_ns)
                 heapq.heappush(free, (now, blk))
-        for jy in range(1, nty):
-            for jx in range(1, ntx):
-                four = ((jx - 1, jy - 1), (jx, jy - 1), (jx - 1, jy), (jx, jy))
-                cfin[(jx, jy)] = max(int(fin[y * ntx + x]) for x, y in four) + corner_ns
-                end = max(end, cfin[(jx, jy)])
-    return float(end - t0)
+        for _, corner, r in _corners(fin, ntx, nty):
+            cfin[corner] = r + corner_ns
+    return float(max([int(fin.max()), *cfin.values()]) - t0)
 
 
 def analyse(runs, ntx, nty, slots, round_gap_us, corner_ns=2000.0):
