@@ -67,11 +67,17 @@ def record(name: str, side: int, conn: int) -> tuple[np.ndarray, dict, tuple]:
     return runs, cut.stats, (ntx, nty)
 
 
+def _colour(tile, ntx: int):
+    """The checkerboard colour of a tile index (or an array of them): (tx + ty) & 1, as
+    vc_colour_tile numbers them."""
+    return (tile % ntx + tile // ntx) & 1
+
+
 def launches_of(runs: np.ndarray, ntx: int) -> list:
     """Index ranges of the launches: a new one where the colour ((tx + ty) & 1) changes
     or where a run starts after every earlier run has ended and more than 1 us later."""
     out, start, last_end = [], 0, None
-    colour = (runs[:, 2] % ntx + runs[:, 2] // ntx) & 1
+    colour = _colour(runs[:, 2], ntx)
     for i in range(len(runs)):
         if i > start and (colour[i] != colour[start] or runs[i, 0] > last_end + 1000):
             out.append((start, i))
@@ -88,7 +94,7 @@ def _sweeps(runs: np.ndarray, launches: list, ntx: int) -> list:
     two colour-1 launches in a row)."""
     out, last = [], None
     for a, b in launches:
-        c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
+        c = int(_colour(runs[a, 2], ntx))
         if not out or c == 0 or last == 1:
             out.append([])
         out[-1].append((a, b))
@@ -196,7 +202,7 @@ def _durations(runs: np.ndarray, sweep: list, ntx: int) -> dict:
     """Colour -> {tile: run time (ns)} of one sweep's launches."""
     dur: dict = {0: {}, 1: {}}
     for a, b in sweep:
-        c = int((runs[a, 2] % ntx + runs[a, 2] // ntx) & 1)
+        c = int(_colour(runs[a, 2], ntx))
         for i in range(a, b):
             dur[c][int(runs[i, 2])] = int(runs[i, 1] - runs[i, 0])
     return dur
