@@ -22,6 +22,9 @@
 //   gpr_push_corners  (PR_CORNERS) 1-D over the tile corners inside the grid: the
 //                     pushes along the arcs that cross them, after a sweep's colours
 //                     (PR_CORNER_FLAGS, default 1: not where the tiles are unflagged).
+//   gpr_push_claim    (PR_CORNERS) the sweeps of a round in one launch of the resident
+//                     blocks, which claim tile runs and corner groups one at a time and
+//                     start each once the runs it must follow have ended (see there).
 //   gpr_count_active  one block of PR_COUNT_NT (<= 256) threads per tile: count the
 //                     active nodes (ex > 0, finite height) into out[0], set the tile
 //                     flags, clear touched; a no-op once out[0] == 0 (the host may queue
@@ -354,8 +357,9 @@ __device__ __forceinline__ vc_tile_shared& vc_tile_smem() {
 }
 
 // One push / relabel tile run (see the header): block-wide, ends synchronised. E: the
-// type of a node's excess while the tile runs (see PR_NARROW).
-template <typename E>
+// type of a node's excess while the tile runs (see PR_NARROW). PUBLISH (gpr_push_claim):
+// every thread fences its stores before the tile's flag is written.
+template <typename E, bool PUBLISH = false>
 __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __restrict__ ex,
                                              int* __restrict__ h, int* __restrict__ tcap,
                                              int* __restrict__ flags,
@@ -519,6 +523,7 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
 #else
     (void)mask, (void)nwm;
 #endif
+    if (PUBLISH) __threadfence();  // the run's stores before its publication
     const int any = __syncthreads_or(a.inside && e > 0 && hh < VC_INF);
     if (t == 0) {
         flags[tile] = any;
@@ -561,8 +566,16 @@ __device__ __forceinline__ void vc_push_tile(int* __restrict__ rc, vc_u64* __res
         else                                                                               \
             vc_push_tile<vc_u64>(VC_PUSH_TILE_ARGS);                                       \
     } while (0)
+#define VC_PUSH_TILE_PUBLISH(NARROW)                                                       \
+    do {                                                                                   \
+        if (NARROW)                                                                        \
+            vc_push_tile<unsigned int, true>(VC_PUSH_TILE_ARGS);                           \
+        else                                                                               \
+            vc_push_tile<vc_u64, true>(VC_PUSH_TILE_ARGS);                                 \
+    } while (0)
 #else
 #define VC_PUSH_TILE(NARROW) vc_push_tile<vc_u64>(VC_PUSH_TILE_ARGS)
+#define VC_PUSH_TILE_PUBLISH(NARROW) vc_push_tile<vc_u64, true>(VC_PUSH_TILE_ARGS)
 #endif
 
 extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
@@ -666,18 +679,15 @@ __device__ __forceinline__ void vc_corner_push(int* rc, vc_u64* ex, const int* h
     }
 }
 
-extern "C" __global__ void gpr_push_corners(int* __restrict__ rc, vc_u64* __restrict__ ex,
-                                            const int* __restrict__ h,
-                                            int* __restrict__ flags,
-                                            unsigned int* __restrict__ mask, int nwm,
-                                            int nx, int ny, int ntx, int nty, IDX_T n) {
 #if PR_CORNERS
+// The pushes across tile corner j (0 <= j < (ntx - 1) * (nty - 1); see above).
+__device__ __forceinline__ void vc_corner_pushes(int j, int* rc, vc_u64* ex, const int* h,
+                                                 int* flags, unsigned int* mask, int nwm,
+                                                 int nx, int ntx, IDX_T n) {
 #if !VC_MASKS
     nwm = 0;  // the bit masks exist for push tiles 32 nodes wide only
 #endif
     const int njx = ntx - 1;
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= njx * (nty - 1)) return;
     const int jx = j % njx + 1, jy = j / njx + 1;
     const IDX_T x = (IDX_T)jx * TILE_X, y = (IDX_T)jy * TILE_Y;
     const int t00 = (jy - 1) * ntx + jx - 1;  // tile of a; d's is t00 + ntx + 1
@@ -697,9 +707,135 @@ extern "C" __global__ void gpr_push_corners(int* __restrict__ rc, vc_u64* __rest
     if (pb)
         vc_corner_push(rc, ex, h, flags, mask, nwm, (y - 1) * nx + x, y * nx + x - 1, 6,
                        t00 + 1, t00 + ntx, nx, ntx, n);
+}
+#endif
+
+extern "C" __global__ void gpr_push_corners(int* __restrict__ rc, vc_u64* __restrict__ ex,
+                                            const int* __restrict__ h,
+                                            int* __restrict__ flags,
+                                            unsigned int* __restrict__ mask, int nwm,
+                                            int nx, int ny, int ntx, int nty, IDX_T n) {
+#if PR_CORNERS
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= (ntx - 1) * (nty - 1)) return;
+    vc_corner_pushes(j, rc, ex, h, flags, mask, nwm, nx, ntx, n);
 #else
     (void)rc, (void)ex, (void)h, (void)flags, (void)mask, (void)nwm, (void)nx, (void)ny;
     (void)ntx, (void)nty, (void)n;
+    __trap();  // built with PR_CORNERS only
+#endif
+}
+
+// gpr_push_claim (PR_CORNERS): a round's sweeps in one launch, each tile run started
+// as soon as the runs it must follow have ended instead of at a colour launch (an
+// option for the busy rounds of 8-connected grids: _maxflow_gpu._PUSH_CLAIM). The
+// items, in order: per sweep the colour-0 slots, the colour-1 slots, then the tile
+// corners in groups of VC_NT (a thread a corner); a block claims the next item from
+// ticket[0] (0 at the launch), one at a time. In sweep s a tile of colour c has phase ph = 2 s + c;
+// it is decided once its own run of phase ph - 2, its face neighbours' of phase ph - 1
+// and, for s > 0, the corner pushes of sweep s - 1 at its four corners have ended
+// (tdone[tile]: the last phase ended, cdone[corner]: the last sweep; -1 at the launch):
+// it runs if it is flagged, else it publishes its phase at once. Until then no other
+// thread writes what the run reads and writes (the runs that touch it are those of its
+// face neighbours, and of diagonal tiles only through the corner pushes), so the pushes
+// are those of the colour launches, in an order the neighbourhoods fix. A corner's
+// pushes of sweep s wait for its four tiles' phases of sweep s. Thread 0 of the
+// claiming block (every thread of a corner group) spins on the dependencies, which are
+// items of smaller tickets claimed by blocks that are running (a block claims only
+// while it runs): the smallest unfinished item is always ready, so the launch ends
+// whatever the number of resident blocks. Each run fences its stores before it
+// publishes its phase and the claimer fences once it sees the dependencies ended, so
+// the plain loads after it (and the block barrier) see their stores.
+#if PR_CORNERS
+__device__ __forceinline__ bool vc_claim_ready(const int* tdone, const int* cdone, int tx,
+                                               int ty, int ntx, int nty, int ph, int s) {
+    const volatile int* td = tdone;
+    bool ok = td[ty * ntx + tx] >= ph - 2;
+    if (tx > 0) ok &= td[ty * ntx + tx - 1] >= ph - 1;
+    if (tx + 1 < ntx) ok &= td[ty * ntx + tx + 1] >= ph - 1;
+    if (ty > 0) ok &= td[(ty - 1) * ntx + tx] >= ph - 1;
+    if (ty + 1 < nty) ok &= td[(ty + 1) * ntx + tx] >= ph - 1;
+    if (s > 0) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // corner (jx, jy) is j = (jy - 1)(ntx - 1) + jx - 1
+            const int jx = tx + (q & 1), jy = ty + (q >> 1);
+            if (jx >= 1 && jx < ntx && jy >= 1 && jy < nty)
+                ok &= *(const volatile int*)&cdone[(jy - 1) * (ntx - 1) + jx - 1] >= s - 1;
+        }
+    }
+    return ok;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(VC_NT, PR_MIN_BLOCKS)
+gpr_push_claim(int* __restrict__ rc, vc_u64* __restrict__ ex, int* __restrict__ h,
+               int* __restrict__ tcap, int* __restrict__ flags, int* __restrict__ touched,
+               int* __restrict__ pstats, unsigned int* __restrict__ mask, int nwm, int nx,
+               int ny, int nz, int ntx, int nty, int ntz, int iters, int hmax, IDX_T n,
+               const int* __restrict__ narrow, int sweeps, int* tdone, int* cdone,
+               int* ticket) {
+#if PR_CORNERS
+    __shared__ int s_item, s_run;
+    const int slots = vc_colour_slots(ntx, nty, ntz);
+    const int t = threadIdx.x;
+    const bool nar = __ldg(narrow) != 0;
+    (void)nar;
+    const int njx = ntx - 1, nc = njx * (nty - 1);
+    const int per = 2 * slots + (nc + VC_NT - 1) / VC_NT;  // items a sweep
+    const int total = sweeps * per;
+    while (true) {
+        if (t == 0) s_item = atomicAdd(ticket, 1);
+        __syncthreads();
+        const int item = s_item;
+        if (item >= total) break;  // uniform
+        const int s = item / per, k = item - s * per;
+        if (k < 2 * slots) {  // a tile slot
+            const int colour = k >= slots, ph = 2 * s + colour;
+            int tx, ty, tz;
+            vc_colour_tile(k - colour * slots, colour, ntx, nty, ntz, tx, ty, tz);
+            const int tile = ty * ntx + tx;
+            if (t == 0) {
+                int run = 0;
+                if (tx < ntx) {
+                    while (!vc_claim_ready(tdone, cdone, tx, ty, ntx, nty, ph, s)) {
+                    }
+                    __threadfence();  // the dependencies' stores, then the flag
+                    run = flags[tile] != 0;
+                    if (!run) *(volatile int*)&tdone[tile] = ph;
+                }
+                s_run = run;
+            }
+            __syncthreads();
+            if (s_run) {
+                VC_PUSH_TILE_PUBLISH(nar);  // ends synchronised, stores fenced
+                if (t == 0) {
+                    __threadfence();  // the run's flag and touched stores
+                    *(volatile int*)&tdone[tile] = ph;
+                }
+            }
+        } else {  // a group of corners of sweep s, a thread a corner
+            const int j = (k - 2 * slots) * VC_NT + t;
+            if (j < nc) {
+                const int t00 = (j / njx) * ntx + j % njx;  // the corner's four tiles
+                const volatile int* td = tdone;
+                while (td[t00] < 2 * s + ((t00 % ntx + t00 / ntx) & 1) ||
+                       td[t00 + 1] < 2 * s + ((t00 % ntx + t00 / ntx + 1) & 1) ||
+                       td[t00 + ntx] < 2 * s + ((t00 % ntx + t00 / ntx + 1) & 1) ||
+                       td[t00 + ntx + 1] < 2 * s + ((t00 % ntx + t00 / ntx) & 1)) {
+                }
+                __threadfence();
+                vc_corner_pushes(j, rc, ex, h, flags, mask, nwm, nx, ntx, n);
+                __threadfence();
+                *(volatile int*)&cdone[j] = s;
+            }
+        }
+        __syncthreads();  // s_item and s_run free for the next claim
+    }
+#else
+    (void)rc, (void)ex, (void)h, (void)tcap, (void)flags, (void)touched, (void)pstats;
+    (void)mask, (void)nwm, (void)nx, (void)ny, (void)nz, (void)ntx, (void)nty, (void)ntz;
+    (void)iters, (void)hmax, (void)n, (void)narrow, (void)sweeps, (void)tdone, (void)cdone;
+    (void)ticket;
     __trap();  // built with PR_CORNERS only
 #endif
 }

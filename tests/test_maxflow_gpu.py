@@ -556,6 +556,33 @@ def test_result_on_its_own_stream(rng, monkeypatch):
         assert g.energy(labels) == f_cpu and answers[i][2] == int(labels.sum())
 
 
+@pytest.mark.parametrize("claim", [True, False])
+def test_claimed_sweeps_agree(claim, rng, monkeypatch):
+    """gpr_push_claim (a round's sweeps in one launch, each tile run started once its
+    own, its face neighbours' and its corners' earlier runs have ended) gives the CPU's
+    flows on 8-connected grids: tiles of 4 x 4 (most arcs on a border or corner) and
+    the defaults, grids of one tile, one tile row and one tile column, repeated; its
+    rounds are counted, and none with every round persistent."""
+    _cupy()
+    from vision_cuts import _maxflow_gpu
+
+    monkeypatch.setattr(_maxflow_gpu, "_PUSH_CLAIM", claim)
+    shapes = [(70, 90), (5, 7), (1, 37), (33, 2), (9, 200), (300, 6)]
+    for shape in shapes:
+        s, t, _ = synthetic.random_grid_graph(shape, rng, high=30)
+        e = rng.integers(0, 30, size=(8, *shape)) * (rng.random((8, *shape)) < 0.7)
+        g = grid_graph(s, t, e.astype(np.int32))
+        for kw in ({}, {"tile": (4, 4, 1)}, {"persist_below": 10**9}):
+            _check(g, repeats=2, **kw)
+            _, _, st = _solve_gpu(g, **kw)
+            assert st["sweeps"] <= 64 * st["global_relabels"] + 64
+            on = claim and "persist_below" not in kw
+            assert (st["claimed_rounds"] > 0) == on, (shape, kw, st["claimed_rounds"])
+            if on:  # every round claimed or persistent
+                rounds = st["claimed_rounds"] + st["persistent_rounds"]
+                assert rounds == st["global_relabels"] - 1
+
+
 def test_zero_capacities(rng):
     _cupy()
     for shape in [(5, 6), (4, 3, 2)]:

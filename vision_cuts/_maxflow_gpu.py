@@ -111,6 +111,18 @@ _DIAG_SCHEDULE = {
 # of four colours
 _DIAG_CORNERS = True
 _RESULT_SIDE = True  # the result on a stream of its own (see _Solver.result)
+# 8-connected 2-D grids (two colours, corner pushes), an option (off: a gain on 2 MP
+# pictures, a loss on smaller and larger grids): the sweeps of the rounds that do not
+# push by the persistent grid (above persist_below active nodes) in one launch of
+# gpr_push_claim, whose blocks claim the tile runs and corner groups one at a time and
+# start each once the runs it must follow have ended, instead of a launch a colour and
+# a corner launch a sweep. H200, alternated in one process, off -> on (ms): astronaut 2
+# MP 8.88-8.91 -> 8.72-8.77, coffee 6.46-6.47 -> 6.38-6.41, chelsea 6.60-6.63 ->
+# 6.47-6.48, immunohistochemistry 17.96-17.98 -> 17.51-17.60, but astronaut 0.3 MP
+# 3.08-3.10 -> 3.17-3.20 and 4 MP 14.59-14.60 -> 14.76-14.80. Not in the tail rounds,
+# whose few runs pay for claiming every slot (benchmarks/NOTES_gpu_grid.md,
+# thirteenth round)
+_PUSH_CLAIM = False
 _STATIC_SMEM = 48 * 1024  # bytes of static shared memory a block may declare
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
@@ -568,6 +580,8 @@ class _Solver:
         self.k_push = get_kernel(pr, "gpr_push_tile")
         self.k_push_persist = get_kernel(pr, "gpr_push_persist")
         self.k_corners = get_kernel(pr, "gpr_push_corners")
+        self.claim = _PUSH_CLAIM and self.corners
+        self.k_push_claim = get_kernel(pr, "gpr_push_claim") if self.claim else None
         self.k_count = get_kernel(pr, "gpr_count_active")
         self.k_finish = get_kernel(pr, "gpr_finish")
         self.k_validate = get_kernel(pr, "gpr_validate")
@@ -659,6 +673,12 @@ class _Solver:
         self.tcap = cupy.empty(n, dtype=cupy.int32)
         self.pflags = cupy.empty(self.ntiles, dtype=cupy.int32)
         self.touched = cupy.zeros(self.ntiles, dtype=cupy.int32)  # push tiles run
+        # gpr_push_claim: the last phase each push tile and sweep each tile corner
+        # ended, and the claim ticket
+        corners = (self.ntx - 1) * (self.nty - 1) if self.claim else 0
+        self.tdone = cupy.empty(self.ntiles if self.claim else 0, dtype=cupy.int32)
+        self.cdone = cupy.empty(max(corners, 1) if self.claim else 0, dtype=cupy.int32)
+        self.ticket = cupy.zeros(1, dtype=cupy.int32)
         self.bflags = cupy.empty(self.bntiles, dtype=cupy.int32)
         self.iflags = cupy.zeros(self.bntiles, dtype=cupy.int32)  # gbfs_invalidate
         # BFS pending, grid barrier of gbfs_fused (2), gbfs_invalidate pending
@@ -717,6 +737,9 @@ class _Solver:
             self.slots = (-(-self.ntx // 2)) * self.nty * self.ntz
         self.persist_blocks = min(
             self.slots, _resident_blocks(self.k_push_persist, self.nt)
+        )
+        self.claim_blocks = (
+            _resident_blocks(self.k_push_claim, self.nt) if self.claim else 0
         )
 
     def _push_min_blocks(self, small: bool) -> int:
@@ -1065,7 +1088,11 @@ class _Solver:
         """Push-relabel sweeps: every checkerboard colour (two, or 2**ndim with
         diagonal arcs in 3-D), one launch each (one block a tile, or with ``persist``
         a resident grid that reads the tile flags), then in 8-connected grids the
-        pushes across the tile corners."""
+        pushes across the tile corners; in 8-connected grids without ``persist``,
+        one launch of gpr_push_claim instead (see ``_PUSH_CLAIM``)."""
+        if self.claim and not persist:
+            self._sweeps_claimed(count, local_iters)
+            return
         kernel, grid = self.k_push, (self.slots,)
         if persist:
             kernel, grid = self.k_push_persist, (self.persist_blocks,)
@@ -1111,6 +1138,39 @@ class _Solver:
                             self.idx(self.n),
                         ),
                     )
+
+    def _sweeps_claimed(self, count: int, local_iters: int) -> None:
+        """``count`` sweeps in one gpr_push_claim launch."""
+        cp = self.cp
+        stream = cp.cuda.get_current_stream().ptr
+        for buf in (self.tdone, self.cdone):  # -1: no phase ended yet
+            cp.cuda.runtime.memsetAsync(buf.data.ptr, 0xFF, buf.nbytes, stream)
+        cp.cuda.runtime.memsetAsync(self.ticket.data.ptr, 0, 4, stream)
+        self.k_push_claim(
+            (self.claim_blocks,),
+            (self.nt,),
+            (
+                self.rc,
+                self.ex,
+                self.h,
+                self.tcap,
+                self.pflags,
+                self.touched,
+                self.pstats,
+                self.mask,
+                self.nwm,
+                *self.dims,
+                *self.tdims,
+                np.int32(local_iters),
+                np.int32(self.n),
+                self.idx(self.n),
+                self.narrow,
+                np.int32(count),
+                self.tdone,
+                self.cdone,
+                self.ticket,
+            ),
+        )
 
     def fetch(self, slot: int) -> Any:
         """Copy out[0] (the active count) to pinned slot ``slot``; event to wait on."""
@@ -1225,6 +1285,7 @@ def _get_solver(
         _DIAG_CORNERS,
         _BITLOOP,
         _TRACK_MASKS,
+        _PUSH_CLAIM,
         cupy.cuda.Device().id,
     )
     old = getattr(_cache, "solver", None)
@@ -1777,6 +1838,8 @@ def _solve_stats(solver: _Solver, sched: _Schedule, rounds: _Rounds, secs: float
         "walks": sum(1 for p in ran if p[2]),
         "persist_below": sched.persist_below,
         "persistent_rounds": sum(1 for p in ran if p[3]),
+        # rounds pushed by gpr_push_claim (_PUSH_CLAIM)
+        "claimed_rounds": sum(1 for p in ran if not p[3]) if solver.claim else 0,
         "bfs_mode": sched.bfs_mode,
         "incremental_below": sched.incremental_below if sched.track else 0,
         "incremental_relabels": sum(1 for p in ran if p[5]),
