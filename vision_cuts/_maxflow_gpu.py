@@ -1102,17 +1102,7 @@ class _Solver:
                     grid,
                     (self.nt,),
                     (
-                        self.rc,
-                        self.ex,
-                        self.h,
-                        self.tcap,
-                        self.pflags,
-                        self.touched,
-                        self.pstats,
-                        self.mask,
-                        self.nwm,
-                        *self.dims,
-                        *self.tdims,
+                        *self._push_args(),
                         np.int32(colour),
                         np.int32(local_iters),
                         np.int32(self.n),
@@ -1139,6 +1129,22 @@ class _Solver:
                         ),
                     )
 
+    def _push_args(self) -> tuple:
+        """The push kernels' first arguments (up to the tile counts)."""
+        return (
+            self.rc,
+            self.ex,
+            self.h,
+            self.tcap,
+            self.pflags,
+            self.touched,
+            self.pstats,
+            self.mask,
+            self.nwm,
+            *self.dims,
+            *self.tdims,
+        )
+
     def _sweeps_claimed(self, count: int, local_iters: int) -> None:
         """``count`` sweeps in one gpr_push_claim launch."""
         cp = self.cp
@@ -1150,17 +1156,7 @@ class _Solver:
             (self.claim_blocks,),
             (self.nt,),
             (
-                self.rc,
-                self.ex,
-                self.h,
-                self.tcap,
-                self.pflags,
-                self.touched,
-                self.pstats,
-                self.mask,
-                self.nwm,
-                *self.dims,
-                *self.tdims,
+                *self._push_args(),
                 np.int32(local_iters),
                 np.int32(self.n),
                 self.idx(self.n),
