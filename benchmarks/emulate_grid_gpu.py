@@ -25,6 +25,14 @@ first (``benchmarks/NOTES_gpu_grid.md``, sixth round, has what they gave):
         --local-relabel-below 2000  # the local relabel in the tail only
     python benchmarks/emulate_grid_gpu.py --mp 2 --shift --walk-below 300
     python benchmarks/emulate_grid_gpu.py --mp 2 --early 31  # BFS stopped early
+    python benchmarks/emulate_grid_gpu.py --mp 2 --cap 384 --block 16  # see below
+
+``--cap D --block B``: the global relabels of the busy rounds (at least n / 1024 active
+nodes; an exact one after a round whose active count did not fall) give exact distances
+up to level D only, and the nodes beyond it max(old height, D + 1 + their block's
+distance) in the graph of B x B blocks (``bfs_capped``); ``--cap D`` alone gives them
+max(old height, D + 1), the seventh round's capped BFS. ``--json F`` appends each
+solve's work counters to F.
 
 Every variant keeps the preflow exact (it only changes which pushes happen), and the
 flow is checked against the CPU solver.
@@ -349,6 +357,109 @@ def bfs_early(rc, tcap, ex, ny, nx, h, w):
 
 
 @numba.njit(cache=True)
+def bfs_capped(rc, tcap, ny, nx, h, cap, blk):
+    """A global relabel with exact distances up to level ``cap`` only. The nodes it
+    does not reach keep max(old height, cap + 1 + D), D their block's distance (blocks
+    of ``blk`` x ``blk`` nodes; 0: D = 0 everywhere) in the graph of blocks whose arcs
+    are the residual arcs between unreached nodes, from the blocks that hold a node
+    with a residual arc to level ``cap`` (VC_INF where no such path exists, or the old
+    height was VC_INF). A valid labelling: within the unreached nodes both terms are
+    valid, and only nodes at distance cap + 1 have arcs to reached ones. Returns
+    (exact levels, block levels, depth)."""
+    n = nx * ny
+    old = h.copy()
+    q = np.empty(n, dtype=np.int64)
+    qt = 0
+    for g in range(n):
+        h[g] = INF
+        if tcap[g] > 0:
+            h[g] = 1
+            q[qt] = g
+            qt += 1
+    qh = 0
+    level = 1
+    while qh < qt and level < cap:
+        end = qt
+        while qh < end:
+            v = q[qh]
+            qh += 1
+            x = v % nx
+            y = v // nx
+            for k in range(4):
+                ux = x - (1, -1, 0, 0)[k]
+                uy = y - (0, 0, 1, -1)[k]
+                if 0 <= ux < nx and 0 <= uy < ny:
+                    u = uy * nx + ux
+                    if h[u] == INF and rc[k, u] > 0:
+                        h[u] = level + 1
+                        q[qt] = u
+                        qt += 1
+        level += 1
+    if qh == qt:  # the BFS ended by itself: exact
+        return level - 1 if qt else 0, 0, level - 1 if qt else 0
+    # level == cap, nodes qh..qt at level cap: their unreached arc tails are the seeds
+    b = max(blk, 1)
+    nbx = (nx + b - 1) // b
+    nby = (ny + b - 1) // b
+    dc = np.full(nbx * nby, INF, dtype=np.int64)
+    bq = np.empty(nbx * nby, dtype=np.int64)
+    bt = 0
+    for i in range(qh, qt):
+        v = q[i]
+        x = v % nx
+        y = v // nx
+        for k in range(4):
+            ux = x - (1, -1, 0, 0)[k]
+            uy = y - (0, 0, 1, -1)[k]
+            if 0 <= ux < nx and 0 <= uy < ny:
+                u = uy * nx + ux
+                if h[u] == INF and old[u] < INF and rc[k, u] > 0:
+                    B = (uy // b) * nbx + ux // b
+                    if dc[B] == INF:
+                        dc[B] = 0
+                        bq[bt] = B
+                        bt += 1
+    bh = 0
+    blevels = 0
+    while bh < bt:
+        B = bq[bh]
+        bh += 1
+        if blk == 0:
+            continue
+        blevels = max(blevels, dc[B])
+        by0 = (B // nbx) * b
+        bx0 = (B % nbx) * b
+        for y in range(by0, min(by0 + b, ny)):
+            for x in range(bx0, min(bx0 + b, nx)):
+                v = y * nx + x
+                if h[v] < INF or old[v] >= INF:
+                    continue
+                for k in range(4):
+                    ux = x - (1, -1, 0, 0)[k]
+                    uy = y - (0, 0, 1, -1)[k]
+                    if 0 <= ux < nx and 0 <= uy < ny:
+                        u = uy * nx + ux
+                        if h[u] == INF and old[u] < INF and rc[k, u] > 0:
+                            C = (uy // b) * nbx + ux // b
+                            if dc[C] == INF:
+                                dc[C] = dc[B] + 1
+                                bq[bt] = C
+                                bt += 1
+    depth = cap
+    for g in range(n):
+        if h[g] == INF and old[g] < INF:
+            d = dc[((g // nx) // b) * nbx + (g % nx) // b] if blk else 0
+            if blk == 0 and bt == 0:
+                d = INF
+            if d >= INF:
+                h[g] = INF
+            else:
+                h[g] = max(old[g], cap + 1 + d)
+                depth = max(depth, h[g])
+    return cap, blevels, depth
+
+
+@numba.njit(cache=True)
 def count(ex, h, flags, ny, nx):
     """gpr_count_active: active nodes; a tile flag says whether the tile has one."""
     ntx = (nx + TX - 1) // TX
@@ -447,6 +558,8 @@ def solve(
     lr_below=0,
     max_rounds=200,
     early=0,
+    cap=0,
+    blk=0,
 ):
     """Emulate the solve; returns a dict: flow, active (after each global relabel),
     rounds (per round: active, depth, launches' stats, model us), model_ms.
@@ -520,6 +633,13 @@ def solve(
             if early:
                 lv, depth = bfs_early(rc, tcap, ex, ny, nx, h, early)
                 row["levels"] = int(lv)
+            elif (
+                cap
+                and active[-1] * 1024 >= n  # the busy rounds only, and an exact
+                and (len(active) < 2 or active[-1] < active[-2])  # one on a stall
+            ):
+                lv, blv, depth = bfs_capped(rc, tcap, ny, nx, h, cap, blk)
+                row["levels"] = int(lv + blv)
             else:
                 depth = bfs(*(snap or (rc, tcap)), ny, nx, h)
         active.append(count(ex, h, flags, ny, nx))
@@ -530,7 +650,7 @@ def solve(
             excess=int(ex[sel].sum()),
             model_us=sum(launch_us(st) for st in row["launches"])
             + (10 + 1.0 * row["walk"] if row["walk"] else 0)
-            + relabel_us(depth),
+            + relabel_us(row.get("levels", depth)),
         )
         rounds.append(row)
     flow = int(t.sum() - tcap.sum())
@@ -566,6 +686,9 @@ def main() -> int:
     ap.add_argument("--stall", type=int, default=0)
     ap.add_argument("--local-relabel-below", type=int, default=0, metavar="ACTIVE")
     ap.add_argument("--early", type=int, default=0, metavar="W")
+    ap.add_argument("--cap", type=int, default=0, metavar="D")
+    ap.add_argument("--block", type=int, default=0, metavar="B")
+    ap.add_argument("--json", help="append a summary of each solve to this file")
     a = ap.parse_args()
     bad = 0
     for mp in a.mp:
@@ -588,9 +711,16 @@ def main() -> int:
             stall=a.stall,
             lr_below=a.local_relabel_below,
             early=a.early,
+            cap=a.cap,
+            blk=a.block,
         )
         dt = time.perf_counter() - t0
         f_cpu = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]
+        work = [
+            sum(st[i] for r in res["rounds"] for st in r["launches"]) for i in (0, 1)
+        ]
+        levels = sum(r.get("levels", r["depth"]) for r in res["rounds"])
+        print(f"tile runs {work[0]}, local rounds {work[1]}, BFS levels {levels}")
         print(
             f"{name}: {len(res['rounds'])} rounds, model {res['model_ms']:.2f} ms "
             f"(H200), flow {res['flow']} (CPU {f_cpu}), {dt:.1f} s"
@@ -609,6 +739,29 @@ def main() -> int:
                 f"{ls:44s} {r['model_us']:7.0f}"
             )
         bad += res["flow"] != f_cpu
+        if a.json:
+            import json
+
+            path = pathlib.Path(a.json)
+            rows = json.loads(path.read_text()) if path.exists() else []
+            rows.append(
+                {
+                    "problem": name,
+                    "args": {
+                        k: v for k, v in vars(a).items() if k not in ("json", "mp")
+                    },
+                    "rounds": len(res["rounds"]),
+                    "tile_runs": int(work[0]),
+                    "local_rounds": int(work[1]),
+                    "bfs_levels": int(levels),
+                    "model_ms": round(res["model_ms"], 3),
+                    "flow_equal": res["flow"] == f_cpu,
+                    "depths": [int(r["depth"]) for r in res["rounds"]],
+                    "levels": [int(r.get("levels", r["depth"])) for r in res["rounds"]],
+                    "active": [int(v) for v in res["active"]],
+                }
+            )
+            path.write_text(json.dumps(rows, indent=1))
     return 1 if bad else 0
 
 

@@ -47,6 +47,9 @@ def _graph(rng, shape, **kw):
         {"lr_at": 1, "lr_below": 50},
         {"stall": 2},
         {"tail_sweeps": 5},
+        {"cap": 6},
+        {"cap": 6, "blk": 4},
+        {"cap": 3, "blk": 2},
     ],
     ids=str,
 )
@@ -73,3 +76,38 @@ def test_emulated_rounds_follow_the_schedule(emu):
     for r in four["rounds"]:
         assert len(r["launches"]) == 8
         assert r["depth"] >= 0
+
+
+@pytest.mark.parametrize("blk", [0, 1, 2, 5])
+def test_capped_relabel_is_a_valid_labelling(emu, blk):
+    """``bfs_capped`` leaves exact distances up to its cap, a valid labelling (h(u) <=
+    h(v) + 1 on residual arcs, 1 at most where a sink arc is left), lower bounds of
+    the distances everywhere, and VC_INF only where the sink cannot be reached."""
+    rng = np.random.default_rng(11 + blk)
+    inf = int(emu.INF)
+    for shape, density in [((40, 50), 0.55), ((9, 120), 0.7), ((64, 64), 0.45)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=9, density=density)
+        ny, nx = shape
+        n = nx * ny
+        rc = np.asarray(e, dtype=np.int64).reshape(4, n).copy()
+        tcap = np.maximum(np.asarray(t, dtype=np.int64) - s, 0).reshape(-1)
+        exact = np.full(n, inf, dtype=np.int32)
+        depth = emu.bfs(rc, tcap, ny, nx, exact)
+        for old in (np.zeros(n, dtype=np.int32), np.minimum(exact, 2)):
+            for cap in (1, 4, max(2, depth // 2)):
+                h = old.copy()
+                emu.bfs_capped(rc, tcap, ny, nx, h, cap, blk)
+                near = exact <= cap
+                assert np.array_equal(h[near], exact[near]), (shape, cap)
+                assert np.all(h <= exact)  # lower bounds; VC_INF only where exact
+                assert np.all(h[tcap > 0] <= 1)
+                g = np.arange(n)
+                x, y = g % nx, g // nx
+                for k, (dx, dy) in enumerate([(1, 0), (-1, 0), (0, 1), (0, -1)]):
+                    inside = (
+                        (0 <= x + dx) & (x + dx < nx) & (0 <= y + dy) & (y + dy < ny)
+                    )
+                    u = g[inside & (rc[k] > 0)]
+                    v = u + dy * nx + dx
+                    fin = h[v] < inf
+                    assert np.all(h[u][fin] <= h[v][fin] + 1), (shape, cap, k)
