@@ -274,20 +274,27 @@ def push_launch(
 
 
 @numba.njit(cache=True)
-def bfs(rc, tcap, ny, nx, h):
-    """Exact distance to the sink over residual arcs (1 where tcap > 0, VC_INF where
-    the sink cannot be reached), as the global relabel leaves it. Returns the depth."""
-    q = np.empty(nx * ny, dtype=np.int64)
+def _seed_sink(tcap, h, q):
+    """Level 1: h = 1 where a sink arc is left (those nodes into q), VC_INF elsewhere.
+    Returns their count."""
     qt = 0
-    for g in range(nx * ny):
+    for g in range(h.shape[0]):
         h[g] = INF
         if tcap[g] > 0:
             h[g] = 1
             q[qt] = g
             qt += 1
-    qh = 0
-    depth = 1 if qt else 0
-    while qh < qt:
+    return qt
+
+
+@numba.njit(cache=True)
+def _next_level(rc, ny, nx, h, q, qh, qt, level, ex, old):
+    """The nodes q[qh:qt] are at ``level``: the unreached tails of their residual arcs
+    get level + 1 and join q. Returns (qh, qt, how many of the new ones hold excess and
+    had a finite old height; 0 where ``ex`` is empty)."""
+    found = 0
+    end = qt
+    while qh < end:
         v = q[qh]
         qh += 1
         x = v % nx
@@ -298,11 +305,27 @@ def bfs(rc, tcap, ny, nx, h):
             if 0 <= ux < nx and 0 <= uy < ny:
                 u = uy * nx + ux
                 if h[u] == INF and rc[k, u] > 0:
-                    h[u] = h[v] + 1
-                    depth = max(depth, h[u])
+                    h[u] = level + 1
                     q[qt] = u
                     qt += 1
-    return depth
+                    if ex.shape[0] and ex[u] > 0 and old[u] < INF:
+                        found += 1
+    return qh, qt, found
+
+
+@numba.njit(cache=True)
+def bfs(rc, tcap, ny, nx, h):
+    """Exact distance to the sink over residual arcs (1 where tcap > 0, VC_INF where
+    the sink cannot be reached), as the global relabel leaves it. Returns the depth."""
+    q = np.empty(nx * ny, dtype=np.int64)
+    qt = _seed_sink(tcap, h, q)
+    qh = 0
+    level = 1
+    none = np.empty(0, dtype=np.int64)
+    while qh < qt:
+        qh, qt, _ = _next_level(rc, ny, nx, h, q, qh, qt, level, none, h)
+        level += 1
+    return level - 1 if qt else 0
 
 
 @numba.njit(cache=True)
@@ -318,15 +341,10 @@ def bfs_early(rc, tcap, ex, ny, nx, h, w):
         if ex[g] > 0 and old[g] < INF:
             need += 1
     q = np.empty(n, dtype=np.int64)
-    qt = 0
-    for g in range(n):
-        h[g] = INF
-        if tcap[g] > 0:
-            h[g] = 1
-            q[qt] = g
-            qt += 1
-            if ex[g] > 0 and old[g] < INF:
-                need -= 1
+    qt = _seed_sink(tcap, h, q)
+    for i in range(qt):
+        if ex[q[i]] > 0 and old[q[i]] < INF:
+            need -= 1
     qh = 0
     level = 1
     while qh < qt:
@@ -335,25 +353,31 @@ def bfs_early(rc, tcap, ex, ny, nx, h, w):
                 if h[g] == INF and old[g] < INF:
                     h[g] = max(old[g], level + 1)
             return level, level
-        end = qt
-        while qh < end:
-            v = q[qh]
-            qh += 1
-            x = v % nx
-            y = v // nx
-            for k in range(4):
-                ux = x - (1, -1, 0, 0)[k]
-                uy = y - (0, 0, 1, -1)[k]
-                if 0 <= ux < nx and 0 <= uy < ny:
-                    u = uy * nx + ux
-                    if h[u] == INF and rc[k, u] > 0:
-                        h[u] = level + 1
-                        q[qt] = u
-                        qt += 1
-                        if ex[u] > 0 and old[u] < INF:
-                            need -= 1
+        qh, qt, found = _next_level(rc, ny, nx, h, q, qh, qt, level, ex, old)
+        need -= found
         level += 1
     return level, level - 1
+
+
+@numba.njit(cache=True)
+def _tail_blocks(rc, ny, nx, h, old, v, b, nbx, dc, bq, bt, d):
+    """The blocks (b x b, nbx a row) of v's unreached tails (residual arcs u -> v, u
+    neither reached by this relabel nor at VC_INF before it) not yet met get block
+    distance d and join bq[bt:]. Returns the new bt."""
+    x = v % nx
+    y = v // nx
+    for k in range(4):
+        ux = x - (1, -1, 0, 0)[k]
+        uy = y - (0, 0, 1, -1)[k]
+        if 0 <= ux < nx and 0 <= uy < ny:
+            u = uy * nx + ux
+            if h[u] == INF and old[u] < INF and rc[k, u] > 0:
+                c = (uy // b) * nbx + ux // b
+                if dc[c] == INF:
+                    dc[c] = d
+                    bq[bt] = c
+                    bt += 1
+    return bt
 
 
 @numba.njit(cache=True)
@@ -369,31 +393,12 @@ def bfs_capped(rc, tcap, ny, nx, h, cap, blk):
     n = nx * ny
     old = h.copy()
     q = np.empty(n, dtype=np.int64)
-    qt = 0
-    for g in range(n):
-        h[g] = INF
-        if tcap[g] > 0:
-            h[g] = 1
-            q[qt] = g
-            qt += 1
+    qt = _seed_sink(tcap, h, q)
     qh = 0
     level = 1
+    none = np.empty(0, dtype=np.int64)
     while qh < qt and level < cap:
-        end = qt
-        while qh < end:
-            v = q[qh]
-            qh += 1
-            x = v % nx
-            y = v // nx
-            for k in range(4):
-                ux = x - (1, -1, 0, 0)[k]
-                uy = y - (0, 0, 1, -1)[k]
-                if 0 <= ux < nx and 0 <= uy < ny:
-                    u = uy * nx + ux
-                    if h[u] == INF and rc[k, u] > 0:
-                        h[u] = level + 1
-                        q[qt] = u
-                        qt += 1
+        qh, qt, _ = _next_level(rc, ny, nx, h, q, qh, qt, level, none, old)
         level += 1
     if qh == qt:  # the BFS ended by itself: exact
         return level - 1 if qt else 0, 0, level - 1 if qt else 0
@@ -405,20 +410,7 @@ def bfs_capped(rc, tcap, ny, nx, h, cap, blk):
     bq = np.empty(nbx * nby, dtype=np.int64)
     bt = 0
     for i in range(qh, qt):
-        v = q[i]
-        x = v % nx
-        y = v // nx
-        for k in range(4):
-            ux = x - (1, -1, 0, 0)[k]
-            uy = y - (0, 0, 1, -1)[k]
-            if 0 <= ux < nx and 0 <= uy < ny:
-                u = uy * nx + ux
-                if h[u] == INF and old[u] < INF and rc[k, u] > 0:
-                    B = (uy // b) * nbx + ux // b
-                    if dc[B] == INF:
-                        dc[B] = 0
-                        bq[bt] = B
-                        bt += 1
+        bt = _tail_blocks(rc, ny, nx, h, old, q[i], b, nbx, dc, bq, bt, 0)
     bh = 0
     blevels = 0
     while bh < bt:
@@ -432,19 +424,10 @@ def bfs_capped(rc, tcap, ny, nx, h, cap, blk):
         for y in range(by0, min(by0 + b, ny)):
             for x in range(bx0, min(bx0 + b, nx)):
                 v = y * nx + x
-                if h[v] < INF or old[v] >= INF:
-                    continue
-                for k in range(4):
-                    ux = x - (1, -1, 0, 0)[k]
-                    uy = y - (0, 0, 1, -1)[k]
-                    if 0 <= ux < nx and 0 <= uy < ny:
-                        u = uy * nx + ux
-                        if h[u] == INF and old[u] < INF and rc[k, u] > 0:
-                            C = (uy // b) * nbx + ux // b
-                            if dc[C] == INF:
-                                dc[C] = dc[B] + 1
-                                bq[bt] = C
-                                bt += 1
+                if h[v] == INF and old[v] < INF:
+                    bt = _tail_blocks(
+                        rc, ny, nx, h, old, v, b, nbx, dc, bq, bt, dc[B] + 1
+                    )
     depth = cap
     for g in range(n):
         if h[g] == INF and old[g] < INF:

@@ -47,6 +47,7 @@ def _graph(rng, shape, **kw):
         {"lr_at": 1, "lr_below": 50},
         {"stall": 2},
         {"tail_sweeps": 5},
+        {"early": 4},
         {"cap": 6},
         {"cap": 6, "blk": 4},
         {"cap": 3, "blk": 2},
