@@ -41,6 +41,7 @@ flow is checked against the CPU solver.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import numba
@@ -723,8 +724,6 @@ def main() -> int:
             )
         bad += res["flow"] != f_cpu
         if a.json:
-            import json
-
             path = pathlib.Path(a.json)
             rows = json.loads(path.read_text()) if path.exists() else []
             rows.append(
