@@ -1152,7 +1152,6 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
         while (who) {
             const int src = __ffs(who) - 1;
             who &= who - 1;
-            const unsigned int tw = __shfl_sync(0xffffffffu, todo, src);
             const unsigned int sw = __shfl_sync(0xffffffffu, sk, src);
             const IDX_T w = __shfl_sync(0xffffffffu, gw[i], src);
             const int x = (int)(w % nwr) * 32 + lane;
@@ -1167,8 +1166,8 @@ extern "C" __global__ void __launch_bounds__(LV_NT, 1)
                            : (sw >> lane & 1u) ? 1
                                                : 2 + code * L + (lv & 31);
             if (x < nx && code < LV_QMAX) h[(w / nwr) * nx + x] = hv;
-            (void)tw;
 #else
+            const unsigned int tw = __shfl_sync(0xffffffffu, todo, src);
             if ((tw >> lane & 1u) && x < nx) h[(w / nwr) * nx + x] = (sw >> lane & 1u) ? 1 : VC_INF;
 #endif
         }
