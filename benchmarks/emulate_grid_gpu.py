@@ -26,6 +26,7 @@ first (``benchmarks/NOTES_gpu_grid.md``, sixth round, has what they gave):
     python benchmarks/emulate_grid_gpu.py --mp 2 --shift --walk-below 300
     python benchmarks/emulate_grid_gpu.py --mp 2 --early 31  # BFS stopped early
     python benchmarks/emulate_grid_gpu.py --mp 2 --cap 384 --block 16  # see below
+    python benchmarks/emulate_grid_gpu.py --mp 2 --flip 0  # reversed after round 0
 
 ``--cap D --block B``: the global relabels of the busy rounds (at least n / 1024 active
 nodes; an exact one after a round whose active count did not fall) give exact distances
@@ -504,6 +505,27 @@ def walks(rc, ex, h, tcap, ny, nx):
     return longest
 
 
+@numba.njit(cache=True)
+def reverse(rc, ny, nx):
+    """The residual graph reversed (source and sink swapped by the caller, who also
+    swaps the excess and the residual sink capacities): arc u -> u + d gets the residual
+    capacity of arc u + d -> u. Any state of the preflow is a pseudoflow of both
+    orientations with the same minimum cuts, so a solve may go on from it reversed."""
+    out = np.zeros_like(rc)
+    for g in range(nx * ny):
+        x = g % nx
+        y = g // nx
+        if x + 1 < nx:
+            out[0, g] = rc[1, g + 1]
+        if x >= 1:
+            out[1, g] = rc[0, g - 1]
+        if y + 1 < ny:
+            out[2, g] = rc[3, g + nx]
+        if y >= 1:
+            out[3, g] = rc[2, g - nx]
+    return out
+
+
 # time model (H200, fitted to the profile of the default 2 MP solve; microseconds)
 LAUNCH_US = 12.8  # a push launch: fixed part (8.8 us with no tile flagged)
 ROUND_US = 0.65  # a local round of a lone tile
@@ -511,6 +533,7 @@ ROUND_BUSY_US = 1.6  # a local round with two tiles a SM, a wave of 264 tiles
 RELABEL_US = 63.0  # a global relabel: init, count, the first pass over all tiles
 LEVEL_US = 0.45  # a global relabel: per BFS level
 FIXED_MS = 0.58  # first relabel, result and host work
+FLIP_US = 25.0  # a reversal: a pass over the arc planes (an estimate, not measured)
 
 
 def launch_us(stats) -> float:
@@ -544,6 +567,7 @@ def solve(
     early=0,
     cap=0,
     blk=0,
+    flip=(),
 ):
     """Emulate the solve; returns a dict: flow, active (after each global relabel),
     rounds (per round: active, depth, launches' stats, model us), model_ms.
@@ -557,6 +581,8 @@ def solve(
     (0: in every round).
     ``early`` W: the BFS stopped at the first multiple of W levels after which every
     node with excess and a finite height has its distance (``bfs_early``).
+    ``flip``: the rounds after whose pushes the graph is reversed (``reverse``) before
+    the round's relabel; -1: the solve starts on the reversed graph.
     """
     ny, nx = source.shape
     n = nx * ny
@@ -568,6 +594,12 @@ def solve(
     h = np.full(n, INF, dtype=np.int32)
     flags = np.zeros(((nx + TX - 1) // TX) * ((ny + TY - 1) // TY), dtype=np.int32)
     tail_sweeps = sweeps if tail_sweeps is None else tail_sweeps
+    if flip and (stale or walk_below):
+        raise ValueError("flip runs without stale relabels and walks")
+    rev = -1 in flip
+    if rev:
+        rc = reverse(rc, ny, nx)
+        ex, tcap = tcap, ex
     bfs(rc, tcap, ny, nx, h)
     active = [count(ex, h, flags, ny, nx)]
     rounds = []
@@ -614,6 +646,11 @@ def solve(
                         stall,
                     )
                     row["launches"].append(st.tolist())
+            if len(rounds) in flip:
+                rc = reverse(rc, ny, nx)
+                ex, tcap = tcap, ex
+                rev = not rev
+                row["flip"] = True
             if early:
                 lv, depth = bfs_early(rc, tcap, ex, ny, nx, h, early)
                 row["levels"] = int(lv)
@@ -634,10 +671,11 @@ def solve(
             excess=int(ex[sel].sum()),
             model_us=sum(launch_us(st) for st in row["launches"])
             + (10 + 1.0 * row["walk"] if row["walk"] else 0)
-            + relabel_us(row.get("levels", depth)),
+            + relabel_us(row.get("levels", depth))
+            + (FLIP_US if row.get("flip") else 0),
         )
         rounds.append(row)
-    flow = int(t.sum() - tcap.sum())
+    flow = int((s if rev else t).sum() - tcap.sum())  # the present sink's arcs
     model_ms = FIXED_MS + sum(r["model_us"] for r in rounds) / 1e3
     return {"flow": flow, "active": active, "rounds": rounds, "model_ms": model_ms}
 
@@ -654,6 +692,9 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mp", type=float, nargs="+", default=[2.0])
+    ap.add_argument(
+        "--image", default="astronaut", help="the skimage.data picture of the energy"
+    )
     ap.add_argument(
         "--sweeps",
         type=int,
@@ -672,11 +713,19 @@ def main() -> int:
     ap.add_argument("--early", type=int, default=0, metavar="W")
     ap.add_argument("--cap", type=int, default=0, metavar="D")
     ap.add_argument("--block", type=int, default=0, metavar="B")
+    ap.add_argument(
+        "--flip",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="ROUND",
+        help="reverse the graph after these rounds' pushes (-1: solve it reversed)",
+    )
     ap.add_argument("--json", help="append a summary of each solve to this file")
     a = ap.parse_args()
     bad = 0
     for mp in a.mp:
-        name, en = seg_energy(mp)
+        name, en = seg_energy(mp, a.image)
         g = grid_graph(en.source, en.sink, en.edges)
         sweeps = a.sweeps or (3 if g.source.size < 1 << 20 else 2)
         t0 = time.perf_counter()
@@ -697,6 +746,7 @@ def main() -> int:
             early=a.early,
             cap=a.cap,
             blk=a.block,
+            flip=tuple(a.flip),
         )
         dt = time.perf_counter() - t0
         f_cpu = maxflow_grid_cpu(g.source, g.sink, g.edges)[0]

@@ -51,6 +51,10 @@ def _graph(rng, shape, **kw):
         {"cap": 6},
         {"cap": 6, "blk": 4},
         {"cap": 3, "blk": 2},
+        {"flip": (-1,)},
+        {"flip": (0,)},
+        {"flip": (-1, 1, 2)},
+        {"flip": tuple(range(40))},
     ],
     ids=str,
 )

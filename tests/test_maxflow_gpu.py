@@ -567,6 +567,7 @@ def test_claimed_sweeps_agree(claim, rng, monkeypatch):
     from vision_cuts import _maxflow_gpu
 
     monkeypatch.setattr(_maxflow_gpu, "_PUSH_CLAIM", claim)
+    monkeypatch.setattr(_maxflow_gpu, "_CLAIM_WAVES", (0.0, float("inf")))  # any size
     shapes = [(70, 90), (5, 7), (1, 37), (33, 2), (9, 200), (300, 6)]
     for shape in shapes:
         s, t, _ = synthetic.random_grid_graph(shape, rng, high=30)

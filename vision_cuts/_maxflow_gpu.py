@@ -111,18 +111,23 @@ _DIAG_SCHEDULE = {
 # of four colours
 _DIAG_CORNERS = True
 _RESULT_SIDE = True  # the result on a stream of its own (see _Solver.result)
-# 8-connected 2-D grids (two colours, corner pushes), an option (off: a gain on 2 MP
-# pictures, a loss on smaller and larger grids): the sweeps of the rounds that do not
-# push by the persistent grid (above persist_below active nodes) in one launch of
+# 8-connected 2-D grids (two colours, corner pushes): the sweeps of the rounds that do
+# not push by the persistent grid (above persist_below active nodes) in one launch of
 # gpr_push_claim, whose blocks claim the tile runs and corner groups one at a time and
 # start each once the runs it must follow have ended, instead of a launch a colour and
-# a corner launch a sweep. H200, alternated in one process, off -> on (ms): astronaut 2
-# MP 8.88-8.91 -> 8.72-8.77, coffee 6.46-6.47 -> 6.38-6.41, chelsea 6.60-6.63 ->
-# 6.47-6.48, immunohistochemistry 17.96-17.98 -> 17.51-17.60, but astronaut 0.3 MP
-# 3.08-3.10 -> 3.17-3.20 and 4 MP 14.59-14.60 -> 14.76-14.80. Not in the tail rounds,
-# whose few runs pay for claiming every slot (benchmarks/NOTES_gpu_grid.md,
-# thirteenth round)
-_PUSH_CLAIM = False
+# a corner launch a sweep; not in the tail rounds, whose few runs pay for claiming every
+# slot (benchmarks/NOTES_gpu_grid.md, thirteenth round). Where a colour launch holds
+# _CLAIM_WAVES[0] to _CLAIM_WAVES[1] waves of the resident push blocks (vc_colour_slots
+# / resident blocks; squares of 705 to 1624 nodes a side on 132 SMs, 1920 x 1080
+# frames): there the ends of the colour launches cost more than the claims; below, a
+# launch runs in about one wave, and above, the claims cost more. H200, alternated in
+# one process, off -> on (ms; fifteenth round):
+# astronaut 1 MP (3.8 waves) 5.02-5.15 -> 4.85-5.04, 2 MP (6.2) 8.58-8.65 -> 8.35-8.37,
+# coffee / chelsea / immunohistochemistry / rocket / camera 2 MP 1-3 % faster each; 3 MP
+# (9.2) -0.7 / +0.5 / +0.5 %, 0.3 MP (1.2) +2-8 %, 4 MP (12.1) +2 %; three machines of
+# the fourteenth round alike
+_PUSH_CLAIM = True
+_CLAIM_WAVES = (2.0, 8.0)
 _STATIC_SMEM = 48 * 1024  # bytes of static shared memory a block may declare
 # 2-D option (off: no faster on an H200, benchmarks/NOTES_gpu_grid.md, seventh round):
 # the bit-parallel BFS (gbfs_warp), one warp a 32 x 32 BFS tile, _BFS_WARPS a block
@@ -580,7 +585,7 @@ class _Solver:
         self.k_push = get_kernel(pr, "gpr_push_tile")
         self.k_push_persist = get_kernel(pr, "gpr_push_persist")
         self.k_corners = get_kernel(pr, "gpr_push_corners")
-        self.claim = _PUSH_CLAIM and self.corners
+        self.claim = _PUSH_CLAIM and self.corners and self._claim_waves()
         self.k_push_claim = get_kernel(pr, "gpr_push_claim") if self.claim else None
         self.k_count = get_kernel(pr, "gpr_count_active")
         self.k_finish = get_kernel(pr, "gpr_finish")
@@ -741,6 +746,13 @@ class _Solver:
         self.claim_blocks = (
             _resident_blocks(self.k_push_claim, self.nt) if self.claim else 0
         )
+
+    def _claim_waves(self) -> bool:
+        """Whether a colour launch of push tiles holds _CLAIM_WAVES[0] to
+        _CLAIM_WAVES[1] waves of the resident push blocks (see _PUSH_CLAIM)."""
+        slots = (-(-self.ntx // 2)) * self.nty * self.ntz  # two colours
+        waves = slots / max(1, _resident_blocks(self.k_push, self.nt))
+        return _CLAIM_WAVES[0] <= waves < _CLAIM_WAVES[1]
 
     def _push_min_blocks(self, small: bool) -> int:
         """PR_MIN_BLOCKS of the push kernel (see the defines)."""
@@ -1282,6 +1294,7 @@ def _get_solver(
         _BITLOOP,
         _TRACK_MASKS,
         _PUSH_CLAIM,
+        _CLAIM_WAVES,
         cupy.cuda.Device().id,
     )
     old = getattr(_cache, "solver", None)
