@@ -533,6 +533,14 @@ class _Solver:
         self.idx = np.int64 if self.big else np.int32
         # 8-connected: two colours and the corner pushes (see _DIAG_CORNERS)
         self.corners = _DIAG_CORNERS and self.diag and self.ndim == 2
+        # tiles of one colour (vc_colour_slots): two colours, or 2**ndim with diagonals
+        # (but for the corner pushes)
+        if self.diag and not self.corners:
+            self.colours = tuple(range(2**self.ndim))
+            self.slots = (-(-self.ntx // 2)) * (-(-self.nty // 2)) * (-(-self.ntz // 2))
+        else:
+            self.colours = (0, 1)
+            self.slots = (-(-self.ntx // 2)) * self.nty * self.ntz
 
     def _kernels(self, tile: tuple, bfs_tile: tuple) -> dict:
         """Compile (or fetch) both modules for this geometry and take their
@@ -732,14 +740,6 @@ class _Solver:
         self.ptdims = self.tdims + tuple(
             np.int32(int(v).bit_length() - 1) for v in self.tile
         )
-        # tiles of one colour (vc_colour_slots): two colours, or 2**ndim with diagonals
-        # (but for the corner pushes)
-        if self.diag and not self.corners:
-            self.colours = tuple(range(2**self.ndim))
-            self.slots = (-(-self.ntx // 2)) * (-(-self.nty // 2)) * (-(-self.ntz // 2))
-        else:
-            self.colours = (0, 1)
-            self.slots = (-(-self.ntx // 2)) * self.nty * self.ntz
         self.persist_blocks = min(
             self.slots, _resident_blocks(self.k_push_persist, self.nt)
         )
@@ -750,8 +750,7 @@ class _Solver:
     def _claim_waves(self) -> bool:
         """Whether a colour launch of push tiles holds _CLAIM_WAVES[0] to
         _CLAIM_WAVES[1] waves of the resident push blocks (see _PUSH_CLAIM)."""
-        slots = (-(-self.ntx // 2)) * self.nty * self.ntz  # two colours
-        waves = slots / max(1, _resident_blocks(self.k_push, self.nt))
+        waves = self.slots / max(1, _resident_blocks(self.k_push, self.nt))
         return _CLAIM_WAVES[0] <= waves < _CLAIM_WAVES[1]
 
     def _push_min_blocks(self, small: bool) -> int:
