@@ -888,9 +888,9 @@ def test_staged_uploads_are_exact(shape, rng):
     assert from_host.flow == dev.flow
     np.testing.assert_array_equal(from_host.labels, dev.labels.get())
     assert cut_capacity(src, snk, e, from_host.labels) == from_host.flow
-    from vision_cuts._maxflow_gpu import _COPY_THREADS, _STAGE_CHUNK, _staging
+    from vision_cuts._staging_gpu import _COPY_THREADS, _STAGE_CHUNK, staging
 
-    stage = _staging()  # every worker streams more than two chunks, the last a part
+    stage = staging()  # every worker streams more than two chunks, the last a part
     size = _COPY_THREADS * 3 * _STAGE_CHUNK + 12345
     data = rng.integers(0, 255, size, dtype=np.uint8)
     out = cupy.empty(data.size, dtype=cupy.uint8)

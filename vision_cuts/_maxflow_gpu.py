@@ -42,6 +42,12 @@ grid shape) and reused by the next call of the same shape. At the end
 cut (1 = sink side), and ``flow = sum(sink) - sum(residual sink capacity)`` (the
 cancelled ``min(s, t)`` included).
 
+Modules: this one plans a solve (tiles, level-BFS regions, schedule), owns its device
+arrays and runs its rounds; the launches of a global relabel are in
+:mod:`vision_cuts._grid_relabel_gpu`, those of the push sweeps in
+:mod:`vision_cuts._grid_push_gpu`, and the pinned uploads of host arrays in
+:mod:`vision_cuts._staging_gpu`.
+
 Exactness: residual capacities stay within ``cap(p->q) + cap(q->p) <= 2**31 - 1`` (the
 front door checks it), the excess of a node is at most ``s + sum of its in-arcs``
 ``< 7 * 2**31`` (uint64), and the flow is summed in int64.
@@ -61,20 +67,20 @@ import collections
 import dataclasses
 import functools
 import math
-import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from ._grid_push_gpu import PushSweeps
+from ._grid_relabel_gpu import _INF, _INIT_BLOCK, GlobalRelabel
 from ._kernels import capture_graph, get_kernel, get_module, sm_count
+from ._staging_gpu import staging, upload_host
 from .exceptions import DeviceMemoryError
 
 __all__ = ["maxflow_grid_gpu", "upload_host"]
 
-_INF = 0x7FFFFF00  # VC_INF of kernels/common.cuh (passed as a define: they agree)
 _INT32_MAX = 2**31 - 1
 _MAX_NODES = _INF - 16  # finite heights are <= n < _INF
 _TILES = {2: (32, 32, 1), 3: (16, 8, 8)}
@@ -190,7 +196,6 @@ _SMALL_2D = 1 << 20  # 2-D grids below this many nodes: one push block a SM
 # stays faster (4 MP 9.9 against 10.8 ms with 32 x 16)
 _SMALL_2D_BELOW = 1 << 21
 _SMALL_2D_SCHEDULE = {"tile": (32, 8, 1), "local_iters": 16, "tail_iters": 32}
-_INIT_BLOCK = 256
 # diagonal grids: the push loops over an active node's admissible arcs (see _kernels)
 _BITLOOP = True
 _EXTRA_DEFINES: dict = {}  # benchmarking hook: more compile-time constants (both files)
@@ -225,14 +230,6 @@ _PERSIST_BELOW = 0.0
 _INCR_BELOW = 0.001
 _INCR_MIN_NODES = 1 << 21
 _REUSE = True  # keep the last solver (buffers, CUDA graphs) of this thread for reuse
-# host arrays go up through pinned staging buffers of this many bytes (two, reused
-# across calls), copied into them by up to _COPY_THREADS threads: each chunk's upload
-# overlaps the copy of the next (a pageable copy is staged by the driver on one thread)
-# (H200 host, 16 cores, 8 MP of int32 capacities, 192 MB: 27 GB/s with 8 workers and
-# 4 MB chunks, 23-29 GB/s with 4-12 workers and 2-8 MB, the driver's pageable copy
-# 10 GB/s; at 0.3 MP, 7 MB, the pageable copy is faster: arrays below a chunk take it)
-_STAGE_CHUNK = 4 << 20
-_COPY_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 _NO_BAD = 2**63 - 1  # gpr_validate's "nothing found"
 _RING = 64  # slots of the pinned buffer the active counts are copied into
 _cache = threading.local()
@@ -370,133 +367,10 @@ def _resident_blocks(kernel: Any, threads: int, smem: int = 0) -> int:
     return sms * max(1, int(per_sm))
 
 
-class _Staging:
-    """Pinned host memory for uploads, kept by a thread across calls.
-
-    A host array is split into up to ``_COPY_THREADS`` contiguous parts (one for
-    every 4 MB), each streamed by its own worker through its own two pinned chunks of
-    ``_STAGE_CHUNK`` bytes: the worker copies a chunk in and queues its upload, then
-    fills its other chunk while that upload runs. The workers never wait for each
-    other, only for their own chunks' earlier uploads.
-    """
-
-    def __init__(self) -> None:
-        import cupy
-
-        self.cp = cupy
-        lanes = _COPY_THREADS
-        self.mem = cupy.cuda.alloc_pinned_memory(2 * lanes * _STAGE_CHUNK)
-        self.buf = np.frombuffer(
-            self.mem, dtype=np.uint8, count=2 * lanes * _STAGE_CHUNK
-        )
-        self.events: list = [None] * (2 * lanes)
-        self.pool = (
-            ThreadPoolExecutor(lanes, thread_name_prefix="vision_cuts-stage")
-            if lanes > 1
-            else None
-        )
-
-    def _lane(self, lane: int, pieces: list, stream: Any, device: int) -> None:
-        """Upload ``pieces`` (device address, host bytes) in turn through chunks
-        ``2 lane`` and ``2 lane + 1``."""
-        cp = self.cp
-        j = 0
-        with cp.cuda.Device(device):
-            for dst, part in pieces:
-                for off in range(0, part.nbytes, _STAGE_CHUNK):
-                    slot = 2 * lane + (j & 1)
-                    j += 1
-                    if self.events[slot] is not None:
-                        self.events[slot].synchronize()  # its last upload has left
-                    count = min(_STAGE_CHUNK, part.nbytes - off)
-                    base = slot * _STAGE_CHUNK
-                    np.copyto(self.buf[base : base + count], part[off : off + count])
-                    cp.cuda.runtime.memcpyAsync(
-                        dst + off,
-                        self.mem.ptr + base,
-                        count,
-                        cp.cuda.runtime.memcpyHostToDevice,
-                        stream.ptr,
-                    )
-                    ev = cp.cuda.Event(block=False, disable_timing=True)
-                    ev.record(stream)
-                    self.events[slot] = ev
-
-    def upload(self, pairs: list, stream: Any) -> None:
-        """Copy each host array of ``pairs`` ``(device array, host array)`` into its
-        device array (same bytes) on ``stream``; returns once every chunk is queued
-        (the host arrays may then change). The arrays' bytes are cut into one part a
-        worker, parts that may span arrays."""
-        cp = self.cp
-        flats = [
-            (dst.data.ptr, np.ascontiguousarray(h).reshape(-1).view(np.uint8))
-            for dst, h in pairs
-        ]
-        total = sum(f.nbytes for _, f in flats)
-        if total < _STAGE_CHUNK:  # the driver's own staging: no workers
-            for dst, flat in flats:
-                cp.cuda.runtime.memcpyAsync(
-                    dst,
-                    flat.ctypes.data,
-                    flat.nbytes,
-                    cp.cuda.runtime.memcpyHostToDevice,
-                    stream.ptr,
-                )  # (returns once the pageable source has been read)
-            return
-        device = cp.cuda.Device().id
-        lanes = min(_COPY_THREADS, max(1, total >> 22)) if self.pool else 1
-        cuts = [(total * i // lanes) & ~4095 for i in range(lanes)] + [total]
-        work: list = [[] for _ in range(lanes)]
-        start = 0
-        for dst, flat in flats:  # each array's share of every lane's byte range
-            end = start + flat.nbytes
-            for i in range(lanes):
-                lo, hi = max(cuts[i], start), min(cuts[i + 1], end)
-                if hi > lo:
-                    work[i].append((dst + lo - start, flat[lo - start : hi - start]))
-            start = end
-        if lanes == 1:
-            self._lane(0, work[0], stream, device)
-            return
-        jobs = [
-            self.pool.submit(self._lane, i, work[i], stream, device)
-            for i in range(lanes)
-        ]
-        for job in jobs:
-            job.result()
-
-
-def _staging() -> _Staging:
-    """This thread's staging buffers."""
-    stage = getattr(_cache, "staging", None)
-    if stage is None:
-        stage = _cache.staging = _Staging()
-    return stage
-
-
-def upload_host(*arrays: Any) -> list:
-    """Device copies of host arrays (None stays None), through this thread's pinned
-    staging buffers on the current stream: about 27 GB/s on the H200 host against the
-    driver's 10 for a pageable ``cupy.asarray`` (192 MB of 8 MP costs: 7 against 36
-    ms). The kernels queued after it on the stream see the data."""
-    import cupy
-
-    out = [
-        None if a is None else cupy.empty(np.shape(a), dtype=np.asarray(a).dtype)
-        for a in arrays
-    ]
-    pairs = [
-        (d, np.asarray(a))
-        for d, a in zip(out, arrays, strict=True)
-        if a is not None and d.size
-    ]
-    if pairs:
-        _staging().upload(pairs, cupy.cuda.get_current_stream())
-    return out
-
-
-class _Solver:
-    """Device arrays and launch geometry of one solve."""
+class _Solver(GlobalRelabel, PushSweeps):
+    """Device arrays, kernels and launch geometry of one solve; its global relabel
+    (:class:`GlobalRelabel`) and push sweeps (:class:`PushSweeps`) are in modules of
+    their own."""
 
     def __init__(
         self, shape: tuple, tile: tuple, bfs_tile: tuple, k: int | None = None
@@ -774,7 +648,7 @@ class _Solver:
                 (dst, np.asarray(x, dtype=np.int32))
                 for dst, x in ((self.src, source), (self.snk, sink), (self.rc, edges))
             ]
-            _staging().upload(pairs, cp.cuda.get_current_stream())
+            staging().upload(pairs, cp.cuda.get_current_stream())
             return
         for name, dst, x in (
             ("src_in", self.src, source),
@@ -852,333 +726,6 @@ class _Solver:
             ),
         )
 
-    def _wmask(self, init: int) -> None:
-        """gbfs_wmask: the bit masks of gbfs_warp and gbfs_level; ``init`` bit 1 the
-        initial heights of gbfs_init (1 / VC_INF), bit 2 its tile flags (every BFS
-        tile flagged for a first visit of gbfs_warp), bit 4 the plane of the nodes
-        with excess (gbfs_level's count)."""
-        self.fresh = self.track
-        self.k_wmask(
-            (max(1, min(-(-self.nwords * 32 // _INIT_BLOCK), 65535 * 8)),),
-            (_INIT_BLOCK,),
-            (
-                self.rc,
-                self.tcap,
-                self.ex,
-                self.h,
-                self.mask,
-                self.bflags,
-                self.ctrl,
-                np.int32(self.bntiles),
-                self.out,
-                np.int32(init),
-                *self.dims[:2],
-                np.int32(self.wnx),
-                self.idx(self.n),
-            ),
-        )
-
-    def global_relabel(
-        self,
-        mark=None,
-        walk: bool = False,
-        mode: int = 0,
-        incremental: bool = False,
-        track: bool = False,
-    ) -> None:
-        """BFS from the sink, then count the active nodes into ``out[0]`` (no sync).
-
-        ``mode``: 0 (gbfs_persistent) or the bits of gbfs_fused (see ``_BFS_MODE``);
-        the separate init and count kernels run where the BFS launch does not do their
-        work. ``incremental`` (mode 0): start from the distances ``d`` of the last
-        relabel where the pushes left them exact (gbfs_seed, gbfs_invalidate), then
-        copy them to the heights; ``track``: keep ``d`` for that (a full relabel copies
-        the heights to it). ``mark(name)``, if given, is called after the init, the
-        BFS and the walks (the caller marks the count)."""
-        if walk:
-            mode &= ~2  # the walks come before the count
-        self._relabel_init(mode, incremental)
-        if mark:
-            mark("relabel_init")
-        counted = self._relabel_bfs(mode, incremental, walk)
-        nbytes, stream = self.n * 4, self.cp.cuda.get_current_stream()
-        if incremental:
-            self.h.data.copy_from_device_async(self.d.data, nbytes, stream)
-        elif track:
-            self.d.data.copy_from_device_async(self.h.data, nbytes, stream)
-        if mark:
-            mark("relabel_bfs")
-        if walk:
-            self._walk()
-            if mark:
-                mark("relabel_walk")
-        if not (mode & 2 or counted):
-            self._count()
-
-    def _relabel_init(self, mode: int, incremental: bool) -> None:
-        """The start of a global relabel: the heights the BFS starts from (or, for
-        an incremental one, the invalidation of the distances it can no longer
-        trust), where the BFS launch does not set them itself."""
-        if incremental:
-            self.k_seed(
-                (-(-self.bntiles // 256),),
-                (256,),
-                (
-                    self.touched,
-                    self.pflags,
-                    self.iflags,
-                    self.bflags,
-                    self.ctrl,
-                    self.out,
-                    *self.dims,
-                    *self.btdims,
-                    *(np.int32(v) for v in self.tile),
-                    *self.tdims[:2],
-                ),
-            )
-            self.k_inval(
-                (self.inval_blocks,),
-                (self.bnt,),
-                (
-                    self.rc,
-                    self.tcap,
-                    self.d,
-                    self.iflags,
-                    self.bflags,
-                    self.ctrl,
-                    self.out,
-                    *self.dims,
-                    *self.btdims,
-                    self.idx(self.n),
-                ),
-            )
-        elif self.level and mode == 0:
-            if not self.fresh:  # else the push kernel kept them
-                self._wmask(init=4 if self.track else 0)
-        elif self.bfs_warp and mode == 0:
-            self._wmask(init=3)
-        elif not mode & 1:
-            self.k_bfs_init(
-                self.init_grid,
-                (_INIT_BLOCK,),
-                (
-                    self.tcap,
-                    self.h,
-                    self.bflags,
-                    self.ctrl,
-                    np.int32(self.bntiles),
-                    self.out,
-                    self.idx(self.n),
-                ),
-            )
-
-    def _relabel_bfs(self, mode: int, incremental: bool, walk: bool) -> bool:
-        """The BFS launch of a global relabel; whether it counted the active nodes."""
-        counted = False  # the BFS launch counted the active nodes
-        if self.level and mode == 0 and not incremental:
-            cw, ch, rxn, regions, levels, smem = self.level
-            counted = self.track and not walk  # the walks come before the count
-            self.k_level(
-                (regions,),
-                (self.lv_nt,),
-                (
-                    self.mask,
-                    self.h,
-                    self.pub,
-                    self.lctrl,
-                    self.out,
-                    self.pflags,
-                    self.touched,
-                    self.cnt,
-                    *self.dims[:2],
-                    np.int32(self.wnx),
-                    np.int32(cw),
-                    np.int32(ch),
-                    np.int32(rxn),
-                    np.int32(levels),
-                    np.int32(counted),
-                    np.int32(self.tile[1]),
-                    np.int32(self.ntiles),
-                ),
-                shared_mem=smem,
-            )
-        elif (mode == 0 or incremental) and self.bfs_warp:
-            if incremental:
-                self._wmask(init=0)
-            self.k_bfs(
-                (self.bfs_blocks,),
-                (self.bfs_threads,),
-                (
-                    self.mask,
-                    self.d if incremental else self.h,
-                    self.bflags,
-                    self.ctrl,
-                    self.out,
-                    np.int32(incremental),  # full tile BFS at every visit
-                    *self.dims[:2],
-                    *self.btdims[:2],
-                ),
-            )
-        elif mode == 0 or incremental:
-            self.k_bfs(
-                (self.bfs_blocks,),
-                (self.bfs_threads,),
-                (
-                    self.rc,
-                    self.d if incremental else self.h,
-                    self.bflags,
-                    self.ctrl,
-                    self.out,
-                    self.pstats,
-                    *self.dims,
-                    *self.btdims,
-                    self.idx(self.n),
-                ),
-            )
-        else:
-            self.k_bfs_fused(
-                (self.fused_blocks,),
-                (self.bnt,),
-                (
-                    self.rc,
-                    self.h,
-                    self.bflags,
-                    self.ctrl,
-                    self.out,
-                    self.pstats,
-                    self.tcap,
-                    self.ex,
-                    self.pflags,
-                    self.cnt,
-                    *self.dims,
-                    *self.btdims,
-                    *self.ptdims,
-                    np.int32(mode),
-                    self.idx(self.n),
-                ),
-            )
-        return counted
-
-    def _walk(self) -> None:
-        """gpr_walk: each active node sends its excess down the new distances."""
-        self.k_walk(
-            self.init_grid,
-            (_INIT_BLOCK,),
-            (
-                self.rc,
-                self.ex,
-                self.h,
-                self.tcap,
-                self.out,
-                *self.dims,
-                np.int32(min(self.n, _INF - 1)),
-                self.idx(self.n),
-            ),
-        )
-        if self.track:  # the walks moved excess and changed arcs
-            self._wmask(init=4)
-
-    def _count(self) -> None:
-        """gpr_count_active: the active nodes into ``out[0]``, their tiles flagged."""
-        self.k_count(
-            (self.ntiles,),
-            (min(self.nt, 256),),  # PR_COUNT_NT
-            (
-                self.ex,
-                self.h,
-                self.pflags,
-                self.touched,
-                self.out,
-                self.cnt,
-                *self.dims,
-                *self.tdims[:2],
-            ),
-        )
-
-    def sweeps(self, count: int, local_iters: int, persist: bool = False) -> None:
-        """Push-relabel sweeps: every checkerboard colour (two, or 2**ndim with
-        diagonal arcs in 3-D), one launch each (one block a tile, or with ``persist``
-        a resident grid that reads the tile flags), then in 8-connected grids the
-        pushes across the tile corners; in 8-connected grids without ``persist``,
-        one launch of gpr_push_claim instead (see ``_PUSH_CLAIM``)."""
-        if self.claim and not persist:
-            self._sweeps_claimed(count, local_iters)
-            return
-        kernel, grid = self.k_push, (self.slots,)
-        if persist:
-            kernel, grid = self.k_push_persist, (self.persist_blocks,)
-        for _ in range(count):
-            for colour in self.colours:
-                kernel(
-                    grid,
-                    (self.nt,),
-                    (
-                        *self._push_args(),
-                        np.int32(colour),
-                        np.int32(local_iters),
-                        np.int32(self.n),
-                        self.idx(self.n),
-                        self.narrow,
-                    ),
-                )
-            if self.corners:
-                corners = (self.ntx - 1) * (self.nty - 1)
-                if corners:
-                    self.k_corners(
-                        (-(-corners // 256),),
-                        (256,),
-                        (
-                            self.rc,
-                            self.ex,
-                            self.h,
-                            self.pflags,
-                            self.mask,
-                            self.nwm,
-                            *self.dims[:2],
-                            *self.tdims[:2],
-                            self.idx(self.n),
-                        ),
-                    )
-
-    def _push_args(self) -> tuple:
-        """The push kernels' first arguments (up to the tile counts)."""
-        return (
-            self.rc,
-            self.ex,
-            self.h,
-            self.tcap,
-            self.pflags,
-            self.touched,
-            self.pstats,
-            self.mask,
-            self.nwm,
-            *self.dims,
-            *self.tdims,
-        )
-
-    def _sweeps_claimed(self, count: int, local_iters: int) -> None:
-        """``count`` sweeps in one gpr_push_claim launch."""
-        cp = self.cp
-        stream = cp.cuda.get_current_stream().ptr
-        for buf in (self.tdone, self.cdone):  # -1: no phase ended yet
-            cp.cuda.runtime.memsetAsync(buf.data.ptr, 0xFF, buf.nbytes, stream)
-        cp.cuda.runtime.memsetAsync(self.ticket.data.ptr, 0, 4, stream)
-        self.k_push_claim(
-            (self.claim_blocks,),
-            (self.nt,),
-            (
-                *self._push_args(),
-                np.int32(local_iters),
-                np.int32(self.n),
-                self.idx(self.n),
-                self.narrow,
-                np.int32(count),
-                self.tdone,
-                self.cdone,
-                self.ticket,
-            ),
-        )
-
     def fetch(self, slot: int) -> Any:
         """Copy out[0] (the active count) to pinned slot ``slot``; event to wait on."""
         cp = self.cp
@@ -1192,21 +739,6 @@ class _Solver:
         ev = cp.cuda.Event()
         ev.record(self.stream)
         return ev
-
-    def source_side(self, bfs_mode: int) -> Any:
-        """After a solve: labels of the smallest source side of the minimum cuts, 0
-        for the nodes that a node left with excess reaches along residual arcs (the
-        source reaches no node: its arcs are saturated), 1 for the rest. One more
-        global relabel, on the reversed residual arcs from those nodes; the residual
-        arcs, sink capacities and excess are overwritten (``result`` first)."""
-        self.k_reverse(
-            self.init_grid,
-            (_INIT_BLOCK,),
-            (self.rc, self.ex, self.tcap, self.out, *self.dims, self.idx(self.n)),
-        )
-        self.fresh = False
-        self.global_relabel(mode=bfs_mode)
-        return (self.h >= _INF).astype(self.cp.uint8).reshape(self.shape)
 
     def result(self, after: Any = None) -> tuple[int, Any]:
         """Labels (h < INF) and the flow, sum(sink) - sum(residual sink capacity).
