@@ -76,10 +76,10 @@ import numpy as np
 from ._grid_push_gpu import PushSweeps
 from ._grid_relabel_gpu import _INF, _INIT_BLOCK, GlobalRelabel
 from ._kernels import capture_graph, get_kernel, get_module, sm_count
-from ._staging_gpu import staging, upload_host
+from ._staging_gpu import staging
 from .exceptions import DeviceMemoryError
 
-__all__ = ["maxflow_grid_gpu", "upload_host"]
+__all__ = ["maxflow_grid_gpu"]
 
 _INT32_MAX = 2**31 - 1
 _MAX_NODES = _INF - 16  # finite heights are <= n < _INF

@@ -67,7 +67,7 @@ def segment(
         # host pass over every arc plane (H200, 128^3 26-connected 212-230 -> 55-56
         # ms, 2 MP 8-connected 80-83 -> 23; with the staged upload and the one-kernel
         # energy: 8-connected 2 MP 24-26 -> 12.4-12.6, 8 MP 95-96 -> 40-42)
-        from ._maxflow_gpu import upload_host
+        from ._staging_gpu import upload_host
 
         unary, weights, pairwise = upload_host(unary, weights, pairwise)
     energy = grid_energy(
