@@ -264,8 +264,253 @@ def _orphan(st, fl, v, orph, ohead):
     return ohead
 
 
-@nb.njit(cache=True, nogil=True)
-def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
+@nb.njit(cache=True, nogil=True, inline="always")
+def _next_active(st, FL, S, queue, qhead, qlen, cur):
+    """The node to grow from: ``cur`` while it is still in a tree, else the first
+    queued node that is. Returns (node or -1, qhead, qlen, cur)."""
+    i = -1
+    if cur >= 0 and (st[cur * S + FL] >> 4) != 0:
+        i = cur
+    else:
+        cur = -1
+        qcap = queue.shape[0]
+        while qlen > 0:
+            c = queue[qhead]
+            qhead += 1
+            if qhead == qcap:
+                qhead = 0
+            qlen -= 1
+            cb = c * S + FL
+            st[cb] &= ~4
+            if (st[cb] >> 4) != 0:
+                i = c
+                break
+    return i, qhead, qlen, cur
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _grow(st, off, K, S, i, queue, qtail, qlen):
+    """Grow node ``i``'s tree along its residual arcs i -> j (source tree) or
+    j -> i (sink tree): free neighbours join it (queued), nearer parents are
+    taken over. Stops at the first neighbour of the other tree. Returns (mi, mk,
+    qtail, qlen): the tail of the meeting arc on the source-tree side and its
+    direction, (-1, -1) where the trees did not meet."""
+    TS = K + 1
+    DI = K + 2
+    FL = K + 3
+    mi = -1  # tail of the meeting arc (source-tree side)
+    mk = -1  # its direction
+    ib = i * S
+    ti = st[ib + FL] & 3
+    tsi = st[ib + TS]
+    di = st[ib + DI]
+    for tree in range(1, 3):  # i's tree (a constant in each unrolled copy)
+        if tree != ti:
+            continue
+        for k in range(K):
+            if tree == 1 and st[ib + k] <= 0:
+                continue
+            j = _nbr(st, off, i, S, K, k)
+            jb = j * S
+            if tree == 2 and st[jb + (k ^ 1)] <= 0:
+                continue
+            fj = st[jb + FL]
+            if (fj >> 4) == 0:
+                st[jb + FL] = (fj & 4) | tree | (((k ^ 1) + 1) << 4)
+                st[jb + TS] = tsi
+                st[jb + DI] = di + 1
+                if (fj & 4) == 0:
+                    qtail = _enqueue(st, jb + FL, j, queue, qtail)
+                    qlen += 1
+            elif (fj & 3) == 3 - tree:
+                mi = i if tree == 1 else j
+                mk = k if tree == 1 else k ^ 1
+                break
+            elif st[jb + TS] <= tsi and st[jb + DI] > di:
+                st[jb + FL] = (fj & 15) | (((k ^ 1) + 1) << 4)
+                st[jb + TS] = tsi
+                st[jb + DI] = di + 1
+    return mi, mk, qtail, qlen
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _augment(st, off, K, S, mi, mk, walk, orph):
+    """Push the bottleneck along source -> mi -> mj -> sink, the two tree paths
+    met by the arc (mi, mk). Every node that loses the arc to its parent (or its
+    terminal) becomes an orphan at the front of ``orph``, whose head starts at 0.
+    Returns (bottleneck, orphan head, orphan count)."""
+    TR = K
+    FL = K + 3
+    mj = _nbr(st, off, mi, S, K, mk)
+    bneck = st[mi * S + mk]
+    # the tree paths: mi's from the source, mj's to the sink, each step (node,
+    # arc to its parent) kept in ``walk`` for the update below
+    nw = 0
+    n1 = 0
+    r1 = mi
+    r2 = mj
+    for tree in range(1, 3):
+        v = mi if tree == 1 else mj
+        a = _par(st, v * S + FL)
+        while a != _TERMINAL:
+            u = _nbr(st, off, v, S, K, a)
+            r = st[u * S + (a ^ 1)] if tree == 1 else st[v * S + a]
+            if r < bneck:
+                bneck = r
+            walk[nw] = v * 32 + a
+            nw += 1
+            v = u
+            a = _par(st, v * S + FL)
+        r = st[v * S + TR] if tree == 1 else -st[v * S + TR]
+        if r < bneck:
+            bneck = r
+        if tree == 1:
+            r1 = v
+            n1 = nw
+        else:
+            r2 = v
+    st[mi * S + mk] -= bneck
+    st[mj * S + (mk ^ 1)] += bneck
+    # orphan deque: augment pushes to the front, adoption to the rear
+    ohead = 0
+    olen = 0
+    for tree in range(1, 3):
+        for x in range(0 if tree == 1 else n1, n1 if tree == 1 else nw):
+            v = walk[x] >> 5
+            a = walk[x] & 31
+            vb = v * S
+            u = _nbr(st, off, v, S, K, a)
+            down = u * S + (a ^ 1)  # the arc parent -> v
+            up = vb + a  # the arc v -> parent
+            fwd = down if tree == 1 else up
+            st[up if tree == 1 else down] += bneck
+            st[fwd] -= bneck
+            if st[fwd] == 0:  # v loses its parent
+                ohead = _orphan(st, vb + FL, v, orph, ohead)
+                olen += 1
+        v = r1 if tree == 1 else r2
+        vb = v * S
+        st[vb + TR] -= bneck if tree == 1 else -bneck
+        if st[vb + TR] == 0:  # the root loses its terminal
+            ohead = _orphan(st, vb + FL, v, orph, ohead)
+            olen += 1
+    return bneck, ohead, olen
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _origin_distance(st, off, K, S, j, now, walk):
+    """Distance of tree node ``j`` to its terminal, or _INF_D where its path ends
+    at an orphan. Marks the path walked with timestamp ``now`` and the distances,
+    so that later walks stop there."""
+    TS = K + 1
+    DI = K + 2
+    FL = K + 3
+    d = 0
+    jj = j
+    nw = 0
+    while True:
+        jjb = jj * S
+        if st[jjb + TS] == now:
+            d += st[jjb + DI]
+            break
+        a = _par(st, jjb + FL)
+        d += 1
+        if a == _TERMINAL:
+            st[jjb + TS] = now
+            st[jjb + DI] = 1
+            break
+        if a == _ORPHAN:
+            d = _INF_D
+            break
+        walk[nw] = jjb
+        nw += 1
+        jj = _nbr(st, off, jj, S, K, a)
+    if d < _INF_D:
+        for x in range(nw):
+            jjb = walk[x]
+            st[jjb + TS] = now
+            st[jjb + DI] = d - x
+    return d
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _free_orphan(st, off, K, S, o, to, orph, ohead, olen, queue, qtail, qlen):
+    """Orphan ``o`` of tree ``to`` found no parent: it leaves the tree, its
+    neighbours that could adopt it later are queued and its children become
+    orphans at the rear of ``orph``. Returns (olen, qtail, qlen)."""
+    FL = K + 3
+    ocap = orph.shape[0]
+    ob = o * S
+    for k in range(K):
+        j = _nbr(st, off, o, S, K, k)
+        jb = j * S
+        fj = st[jb + FL]
+        if (fj & 3) == to and (fj >> 4) != 0:
+            if to == 1:
+                act = st[jb + (k ^ 1)] > 0
+            else:
+                act = st[ob + k] > 0
+            if act and (fj & 4) == 0:
+                qtail = _enqueue(st, jb + FL, j, queue, qtail)
+                qlen += 1
+            a = (fj >> 4) - 1
+            if a != _TERMINAL and a != _ORPHAN and _nbr(st, off, j, S, K, a) == o:
+                _set_par(st, jb + FL, _ORPHAN)
+                pos = ohead + olen
+                if pos >= ocap:
+                    pos -= ocap
+                orph[pos] = j
+                olen += 1
+    st[ob + FL] &= 4  # free (keep the queued bit)
+    return olen, qtail, qlen
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _adopt(st, off, K, S, now, orph, ohead, olen, walk, queue, qtail, qlen):
+    """Find each orphan a parent in its tree whose path reaches the terminal,
+    the nearest one, or free it. Returns (qtail, qlen)."""
+    TS = K + 1
+    DI = K + 2
+    FL = K + 3
+    ocap = orph.shape[0]
+    while olen > 0:
+        o = orph[ohead]
+        ohead += 1
+        if ohead == ocap:
+            ohead = 0
+        olen -= 1
+        ob = o * S
+        to = st[ob + FL] & 3
+        dmin = _INF_D
+        amin = -1
+        for k in range(K):
+            j = _nbr(st, off, o, S, K, k)
+            jb = j * S
+            if to == 1:
+                ok = st[jb + (k ^ 1)] > 0
+            else:
+                ok = st[ob + k] > 0
+            fj = st[jb + FL]
+            if ok and (fj & 3) == to and (fj >> 4) != 0:
+                d = _origin_distance(st, off, K, S, j, now, walk)
+                if d < dmin:
+                    amin = k
+                    dmin = d
+                    if dmin == 1:  # a root: no parent can be nearer
+                        break
+        if amin >= 0:
+            _set_par(st, ob + FL, amin)
+            st[ob + TS] = now
+            st[ob + DI] = dmin + 1
+        else:
+            olen, qtail, qlen = _free_orphan(
+                st, off, K, S, o, to, orph, ohead, olen, queue, qtail, qlen
+            )
+    return qtail, qlen
+
+
+@nb.njit(cache=True, nogil=True, _nrt=False)
+def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
     """Boykov-Kolmogorov max-flow on the node records (the padded grid, or with
     ``off`` None a graph whose records hold the neighbours).
 
@@ -285,76 +530,30 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
     one of them is a root of its tree (distance 1, the least there is; the neighbours
     left unwalked only lose their distance marks): 0-20 % less time again on grid
     energies, the swap moves' graphs within the spread.
+
+    ``walk`` is scratch for the tree paths, ``hi - lo + 1`` entries. The stages
+    (grow, augment, adopt) are helpers that numba inlines in its IR, and the search
+    is compiled without numba's reference counting (``_nrt=False``; it allocates
+    nothing): with it, every inlined helper's array arguments were counted in and
+    out inside the loop, and the search took 25-30 % longer than in one body (with
+    plain calls too); without it, 5-8 % less than that one body.
     """
     S = _stride(off, K)
-    TR = K
     TS = K + 1
-    DI = K + 2
     FL = K + 3
-    qcap = queue.shape[0]
-    ocap = orph.shape[0]
     qhead = 0
     qtail = qlen
-    if qtail == qcap:
+    if qtail == queue.shape[0]:
         qtail = 0
     flow = np.int64(0)
     naug = np.int64(0)
     now = now0
-    walk = np.empty(hi - lo + 1, dtype=np.int64)
     cur = -1
     while True:
-        # ---- pick an active node -------------------------------------------------
-        i = -1
-        if cur >= 0 and (st[cur * S + FL] >> 4) != 0:
-            i = cur
-        else:
-            cur = -1
-            while qlen > 0:
-                c = queue[qhead]
-                qhead += 1
-                if qhead == qcap:
-                    qhead = 0
-                qlen -= 1
-                cb = c * S + FL
-                st[cb] &= ~4
-                if (st[cb] >> 4) != 0:
-                    i = c
-                    break
-            if i < 0:
-                break
-        # ---- grow: along the residual arcs i -> j (source tree) / j -> i (sink) --
-        mi = -1  # tail of the meeting arc (source-tree side)
-        mk = -1  # its direction
-        ib = i * S
-        ti = st[ib + FL] & 3
-        tsi = st[ib + TS]
-        di = st[ib + DI]
-        for tree in range(1, 3):  # i's tree (a constant in each unrolled copy)
-            if tree != ti:
-                continue
-            for k in range(K):
-                if tree == 1 and st[ib + k] <= 0:
-                    continue
-                j = _nbr(st, off, i, S, K, k)
-                jb = j * S
-                if tree == 2 and st[jb + (k ^ 1)] <= 0:
-                    continue
-                fj = st[jb + FL]
-                if (fj >> 4) == 0:
-                    st[jb + FL] = (fj & 4) | tree | (((k ^ 1) + 1) << 4)
-                    st[jb + TS] = tsi
-                    st[jb + DI] = di + 1
-                    if (fj & 4) == 0:
-                        qtail = _enqueue(st, jb + FL, j, queue, qtail)
-                        qlen += 1
-                elif (fj & 3) == 3 - tree:
-                    mi = i if tree == 1 else j
-                    mk = k if tree == 1 else k ^ 1
-                    break
-                elif st[jb + TS] <= tsi and st[jb + DI] > di:
-                    st[jb + FL] = (fj & 15) | (((k ^ 1) + 1) << 4)
-                    st[jb + TS] = tsi
-                    st[jb + DI] = di + 1
+        i, qhead, qlen, cur = _next_active(st, FL, S, queue, qhead, qlen, cur)
+        if i < 0:
+            break
+        mi, mk, qtail, qlen = _grow(st, off, K, S, i, queue, qtail, qlen)
         now += 1
         if now >= (1 << 30):  # keep timestamps in int32: restart the clock
             for p in range(lo, hi):
@@ -364,145 +563,22 @@ def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
             cur = -1
             continue
         cur = i
-        # ---- augment -------------------------------------------------------------
-        mj = _nbr(st, off, mi, S, K, mk)
-        bneck = st[mi * S + mk]
-        # the tree paths: mi's from the source, mj's to the sink, each step (node,
-        # arc to its parent) kept in ``walk`` for the update below
-        nw = 0
-        n1 = 0
-        r1 = mi
-        r2 = mj
-        for tree in range(1, 3):
-            v = mi if tree == 1 else mj
-            a = _par(st, v * S + FL)
-            while a != _TERMINAL:
-                u = _nbr(st, off, v, S, K, a)
-                r = st[u * S + (a ^ 1)] if tree == 1 else st[v * S + a]
-                if r < bneck:
-                    bneck = r
-                walk[nw] = v * 32 + a
-                nw += 1
-                v = u
-                a = _par(st, v * S + FL)
-            r = st[v * S + TR] if tree == 1 else -st[v * S + TR]
-            if r < bneck:
-                bneck = r
-            if tree == 1:
-                r1 = v
-                n1 = nw
-            else:
-                r2 = v
-        st[mi * S + mk] -= bneck
-        st[mj * S + (mk ^ 1)] += bneck
-        # orphan deque: augment pushes to the front, adoption to the rear
-        ohead = 0
-        olen = 0
-        for tree in range(1, 3):
-            for x in range(0 if tree == 1 else n1, n1 if tree == 1 else nw):
-                v = walk[x] >> 5
-                a = walk[x] & 31
-                vb = v * S
-                u = _nbr(st, off, v, S, K, a)
-                down = u * S + (a ^ 1)  # the arc parent -> v
-                up = vb + a  # the arc v -> parent
-                fwd = down if tree == 1 else up
-                st[up if tree == 1 else down] += bneck
-                st[fwd] -= bneck
-                if st[fwd] == 0:  # v loses its parent
-                    ohead = _orphan(st, vb + FL, v, orph, ohead)
-                    olen += 1
-            v = r1 if tree == 1 else r2
-            vb = v * S
-            st[vb + TR] -= bneck if tree == 1 else -bneck
-            if st[vb + TR] == 0:  # the root loses its terminal
-                ohead = _orphan(st, vb + FL, v, orph, ohead)
-                olen += 1
+        bneck, ohead, olen = _augment(st, off, K, S, mi, mk, walk, orph)
         flow += bneck
         naug += 1
-        # ---- adopt ---------------------------------------------------------------
         now += 1
-        while olen > 0:
-            o = orph[ohead]
-            ohead += 1
-            if ohead == ocap:
-                ohead = 0
-            olen -= 1
-            ob = o * S
-            to = st[ob + FL] & 3
-            dmin = _INF_D
-            amin = -1
-            for k in range(K):
-                j = _nbr(st, off, o, S, K, k)
-                jb = j * S
-                if to == 1:
-                    ok = st[jb + (k ^ 1)] > 0
-                else:
-                    ok = st[ob + k] > 0
-                fj = st[jb + FL]
-                if ok and (fj & 3) == to and (fj >> 4) != 0:
-                    # distance of j to its terminal, if its origin is a terminal
-                    d = 0
-                    jj = j
-                    nw = 0
-                    while True:
-                        jjb = jj * S
-                        if st[jjb + TS] == now:
-                            d += st[jjb + DI]
-                            break
-                        a = _par(st, jjb + FL)
-                        d += 1
-                        if a == _TERMINAL:
-                            st[jjb + TS] = now
-                            st[jjb + DI] = 1
-                            break
-                        if a == _ORPHAN:
-                            d = _INF_D
-                            break
-                        walk[nw] = jjb
-                        nw += 1
-                        jj = _nbr(st, off, jj, S, K, a)
-                    if d < _INF_D:
-                        if d < dmin:
-                            amin = k
-                            dmin = d
-                        for x in range(nw):
-                            jjb = walk[x]
-                            st[jjb + TS] = now
-                            st[jjb + DI] = d - x
-                        if dmin == 1:  # a root: no parent can be nearer
-                            break
-            if amin >= 0:
-                _set_par(st, ob + FL, amin)
-                st[ob + TS] = now
-                st[ob + DI] = dmin + 1
-            else:
-                for k in range(K):
-                    j = _nbr(st, off, o, S, K, k)
-                    jb = j * S
-                    fj = st[jb + FL]
-                    if (fj & 3) == to and (fj >> 4) != 0:
-                        if to == 1:
-                            act = st[jb + (k ^ 1)] > 0
-                        else:
-                            act = st[ob + k] > 0
-                        if act and (fj & 4) == 0:
-                            qtail = _enqueue(st, jb + FL, j, queue, qtail)
-                            qlen += 1
-                        a = (fj >> 4) - 1
-                        if (
-                            a != _TERMINAL
-                            and a != _ORPHAN
-                            and _nbr(st, off, j, S, K, a) == o
-                        ):
-                            _set_par(st, jb + FL, _ORPHAN)
-                            pos = ohead + olen
-                            if pos >= ocap:
-                                pos -= ocap
-                            orph[pos] = j
-                            olen += 1
-                st[ob + FL] &= 4  # free (keep the queued bit)
+        qtail, qlen = _adopt(
+            st, off, K, S, now, orph, ohead, olen, walk, queue, qtail, qlen
+        )
     return flow, naug, now
+
+
+@nb.njit(cache=True, nogil=True)
+def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
+    """``_bk_core`` with its scratch allocated. Returns (flow, augmentations,
+    clock)."""
+    walk = np.empty(hi - lo + 1, dtype=np.int64)
+    return _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi)
 
 
 @nb.njit(cache=True, nogil=True)
