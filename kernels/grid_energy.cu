@@ -12,8 +12,10 @@
 //                rc[(2 d + 1) * n + g] = w[d, g - step_d] where g has its backward one,
 //                  else 0 (every entry written once: no zero fill first),
 //              and what the host's checks need (acc, LLONG_MAX / 0 first):
-//                acc[0] += m over the nodes (the energy's constant; a block sum, one
-//                  atomic a block), acc[1] = max(acc[1], largest coupling weight),
+//                acc[0] += m & 0xffffffff and acc[6] += m >> 32 over the nodes (the
+//                  energy's constant is acc[6] * 2**32 + acc[0], exact where one int64
+//                  sum of m could wrap; block sums, one atomic each a block),
+//                acc[1] = max(acc[1], largest coupling weight),
 //                acc[2] += count of negative coupling weights,
 //                acc[3] = min(acc[3], d * n + g) over the negative ones (the first in
 //                  direction order, then node order),
@@ -61,14 +63,15 @@ extern "C" __global__ void __launch_bounds__(GE_THREADS)
 ge_potts(const U_T* __restrict__ unary, const W_T* __restrict__ w, int* __restrict__ src,
          int* __restrict__ snk, int* __restrict__ rc, long long* __restrict__ acc, int nx,
          int ny, int nz, IDX_T n) {
-    __shared__ long long s_sum[GE_THREADS / 32], s_max[GE_THREADS / 32],
-        s_neg[GE_THREADS / 32];
-    long long sum = 0, wmax = 0, nneg = 0;
+    __shared__ long long s_sum[GE_THREADS / 32], s_hi[GE_THREADS / 32],
+        s_max[GE_THREADS / 32], s_neg[GE_THREADS / 32];
+    long long sum = 0, hi = 0, wmax = 0, nneg = 0;
     const IDX_T stride = (IDX_T)gridDim.x * blockDim.x;
     for (IDX_T g = (IDX_T)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
         const long long u0 = (long long)unary[2 * g], u1 = (long long)unary[2 * g + 1];
         const long long m = u0 < u1 ? u0 : u1;
-        sum += m;
+        sum += m & 0xffffffffLL;
+        hi += m >> 32;
         // (unsigned: a difference beyond int64 wraps instead of being undefined)
         const long long s = (long long)((unsigned long long)u1 - (unsigned long long)m);
         const long long t = (long long)((unsigned long long)u0 - (unsigned long long)m);
@@ -110,11 +113,13 @@ ge_potts(const U_T* __restrict__ unary, const W_T* __restrict__ w, int* __restri
         }
     }
     sum = ge_warp_sum(sum);
+    hi = ge_warp_sum(hi);
     wmax = ge_warp_max(wmax);
     nneg = ge_warp_sum(nneg);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) {
         s_sum[warp] = sum;
+        s_hi[warp] = hi;
         s_max[warp] = wmax;
         s_neg[warp] = nneg;
     }
@@ -122,10 +127,12 @@ ge_potts(const U_T* __restrict__ unary, const W_T* __restrict__ w, int* __restri
     if (threadIdx.x == 0) {
         for (int i = 1; i < GE_THREADS / 32; ++i) {
             sum += s_sum[i];
+            hi += s_hi[i];
             wmax = s_max[i] > wmax ? s_max[i] : wmax;
             nneg += s_neg[i];
         }
         atomicAdd((unsigned long long*)acc, (unsigned long long)sum);
+        atomicAdd((unsigned long long*)(acc + 6), (unsigned long long)hi);
         atomicMax(acc + 1, wmax);
         if (nneg) atomicAdd((unsigned long long*)(acc + 2), (unsigned long long)nneg);
     }

@@ -592,3 +592,116 @@ def test_bad_scale(scale):
         grid_graph(cap, cap, edges, scale=scale)
     with pytest.raises(err, match="scale must be"):
         grid_energy(np.ones((2, 3, 2)), weights=np.ones((2, 2, 3)), scale=scale)
+
+
+# ------------------------------------------------- costs near and beyond int64
+
+
+@pytest.mark.parametrize(
+    "xp_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
+)
+def test_constant_exact_beyond_int64(xp_name, rng):
+    """The energy's constant sums the terminal minima over the nodes; with costs near
+    2**62 that sum leaves int64 and must still be exact (one-pass path on the host
+    and the device, the symmetric form's array path from uint64, the general path)."""
+    if xp_name == "cupy":
+        import cupy
+
+        to_xp = cupy.asarray
+    else:
+        to_xp = np.asarray
+    grid = (3, 4)
+    weights = rng.integers(0, 9, size=(2, *grid))
+    big = 2**62 - 2**40
+    unary = big + rng.integers(-50, 50, size=(*grid, 2))
+    ge = grid_energy(to_xp(unary.astype(np.int64)), weights=to_xp(weights))
+    if xp_name == "cupy":
+        ge = GridEnergy(*(to_np(a) for a in (ge.source, ge.sink, ge.edges)),
+                        ge.constant)  # fmt: skip
+    check_energies(ge, unary, None, weights, rng)
+    assert ge.constant > 2**63  # the sum left int64
+    if xp_name == "cupy":
+        return
+    # the array paths: uint64 (symmetric form) and a pairwise matrix (general form)
+    check_energies(
+        grid_energy(unary.astype(np.uint64), weights=weights.astype(np.uint64)),
+        unary, None, weights, rng,
+    )  # fmt: skip
+    half = 2**61 + rng.integers(-50, 50, size=(*grid, 2))
+    pw = np.array([[3, 7], [5, 2]])
+    check_energies(grid_energy(half, pw, weights=weights), half, pw, weights, rng)
+
+
+def to_np(a):
+    import cupy
+
+    return cupy.asnumpy(a)
+
+
+def test_costs_beyond_int64_are_errors():
+    """Costs the int64 construction could wrap are refused, naming the input, never
+    turned into a wrapped energy (a uint64 cost read as -1, a negative capacity)."""
+    w = np.ones((2, 1, 1), dtype=np.int32)
+    with pytest.raises(ValueError, match=rf"unary must lie .* got {2**64 - 1} at"):
+        grid_energy(np.array([[[0, 2**64 - 1]]], dtype=np.uint64), weights=w)
+    u = np.array([[[-(2**63), 2**63 - 1]]], dtype=np.int64)
+    with pytest.raises(ValueError, match=rf"unary must lie .* got {-(2**63)} at"):
+        grid_energy(u, np.array([[0, 1], [1, 0]]))
+    with pytest.raises(ValueError, match="unary must lie .* after scaling"):
+        grid_energy(np.array([[[0.0, 1e19]]]), weights=w, scale=2)
+    # pairwise x weights beyond int64: refused, not a dropped smoothness term
+    u = np.zeros((1, 2, 2), dtype=np.int64)
+    P = np.array([[0, 2**32], [2**32, 0]], dtype=np.int64)
+    W = np.full((2, 1, 2), 2**32, dtype=np.int64)
+    with pytest.raises(ValueError, match="too large for exact int64 arithmetic"):
+        grid_energy(u, P, weights=W)
+    # B + C beyond int64: refused, not reported as a non-submodular energy
+    with pytest.raises(ValueError, match="too large for exact int64 arithmetic"):
+        grid_energy(u, np.array([[0, 2**61], [2**61, 0]], dtype=np.int64))
+
+
+def test_integer_scale_beyond_int32_is_an_error():
+    """An integral scale that takes capacities beyond int32 is refused with the true
+    scaled value (no int64 product that wraps to 0 or to a negative value)."""
+    s = np.full((1, 1), 4, dtype=np.int32)
+    e = np.zeros((4, 1, 1), dtype=np.int32)
+    for scale, value in ((2**62, 2**64), (2**61, 2**63), (1e20, 4 * 10**20)):
+        with pytest.raises(ValueError, match="source must fit in int32") as info:
+            maxflow_grid(s, s, e, scale=scale, backend="cpu")
+        assert f"got {value} at index (0, 0)" in str(info.value)
+    # a negative capacity is named as given, before the scale
+    with pytest.raises(ValueError, match=r"source must be non-negative, got -12"):
+        grid_graph(-3 * s, s, e, scale=2**62)
+    # segment(): a cost scaled beyond int64 is an error, not the dearer label
+    from vision_cuts import segment
+
+    with pytest.raises(ValueError, match="unary must lie .* after scaling"):
+        segment(np.array([[[0, 4]]], dtype=np.int64), np.zeros((2, 1, 1), np.int32),
+                scale=2**62, backend="cpu")  # fmt: skip
+
+
+def test_float_weights_with_pairwise_and_scale(rng):
+    """Floating weights with a pairwise matrix are quantised with scale as the
+    per-edge terms w * V (rounded once), not refused with a hint to pass scale."""
+    grid = (3, 4)
+    unary = rng.integers(-20, 20, size=(*grid, 2))
+    weights = rng.integers(0, 16, size=(2, *grid)) / 4.0
+    pw = np.array([[1, 6], [4, 2]])
+    ge = grid_energy(unary / 4.0, pw, weights=weights, scale=4)
+    per_edge = np.rint(weights[..., None, None] * pw * 4).astype(np.int64)
+    check_energies(ge, unary, per_edge, None, rng)
+    with pytest.raises(TypeError, match="weights has floating dtype"):
+        grid_energy(unary, pw, weights=weights)  # no scale: floats still need one
+    with pytest.raises(ValueError, match="weights must be finite"):
+        grid_energy(unary, pw, weights=np.full((2, *grid), np.nan), scale=4)
+
+
+def test_capacity_array_messages():
+    """A ragged list is a ValueError naming the parameter; a 0-d array is reported
+    with its own shape ()."""
+    with pytest.raises(ValueError, match="source must be a regular"):
+        grid_graph([[1, 2], [3]], np.ones((2, 2)), np.ones((4, 2, 2)))
+    with pytest.raises(ValueError, match=r"source must be a 2-D .* got shape \(\)"):
+        grid_graph(np.array(5), np.array(5), np.ones((4, 1, 1), np.int32))
+    with pytest.raises(ValueError, match="unary must be a regular"):
+        grid_energy([[[1, 2], [3]]], weights=np.ones((2, 1, 2), np.int32))

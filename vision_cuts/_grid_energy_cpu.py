@@ -27,17 +27,21 @@ INT32_MAX = np.int64(2**31 - 1)
 @nb.njit(cache=True, nogil=True)
 def _terminals(u, s, t):
     """``u``: (n, 2) unary costs; fills ``s`` / ``t`` (int32, where they fit).
-    Returns (constant, first node whose source capacity exceeds int32 or -1, the
-    same for the sink). A difference beyond int64 wraps negative: that counts as
+    Returns (the constant's upper and lower 32-bit sums, first node whose source
+    capacity exceeds int32 or -1, the same for the sink): the constant is
+    ``upper * 2**32 + lower`` (n < 2**31: neither sum wraps, where one int64 sum of
+    the minima would). A difference beyond int64 wraps negative: that counts as
     beyond int32 too (the caller computes the value with Python integers)."""
-    constant = np.int64(0)
+    upper = np.int64(0)
+    lower = np.int64(0)
     bad_s = -1
     bad_t = -1
     for p in range(u.shape[0]):
         a = np.int64(u[p, 0])
         b = np.int64(u[p, 1])
         m = a if a < b else b
-        constant += m
+        upper += m >> 32
+        lower += m & 0xFFFFFFFF
         sv = b - m
         tv = a - m
         if sv > INT32_MAX or sv < 0:
@@ -50,7 +54,7 @@ def _terminals(u, s, t):
             tv = 0
         s[p] = sv
         t[p] = tv
-    return constant, bad_s, bad_t
+    return upper, lower, bad_s, bad_t
 
 
 @nb.njit(cache=True, nogil=True)
@@ -120,9 +124,9 @@ def potts_capacities(u: np.ndarray, w: np.ndarray, steps: np.ndarray) -> tuple:
         with ThreadPoolExecutor(threads) as pool:
             term = pool.submit(terminals)
             per = list(pool.map(direction, range(D)))
-            constant, bad_s, bad_t = term.result()
+            upper, lower, bad_s, bad_t = term.result()
     else:
-        constant, bad_s, bad_t = terminals()
+        upper, lower, bad_s, bad_t = terminals()
         per = [direction(d) for d in range(D)]
     wmax = max((int(r[0]) for r in per), default=0)
     nneg = sum(int(r[1]) for r in per)
@@ -136,4 +140,4 @@ def potts_capacities(u: np.ndarray, w: np.ndarray, steps: np.ndarray) -> tuple:
         "bad_source": int(bad_s) if bad_s >= 0 else None,
         "bad_sink": int(bad_t) if bad_t >= 0 else None,
     }
-    return s, t, edges, int(constant), checks
+    return s, t, edges, (int(upper) << 32) + int(lower), checks

@@ -49,7 +49,7 @@ def potts_capacities(u: Any, w: Any, planes: int) -> tuple:
     s = cupy.empty(grid, dtype=cupy.int32)
     t = cupy.empty(grid, dtype=cupy.int32)
     edges = cupy.empty((planes, *grid), dtype=cupy.int32)
-    acc = cupy.array([0, 0, 0, _NONE, _NONE, _NONE], dtype=cupy.int64)
+    acc = cupy.array([0, 0, 0, _NONE, _NONE, _NONE, 0], dtype=cupy.int64)
     blocks = max(1, min(-(-n // _THREADS), 8 * sm_count()))
     idx = np.int64 if big else np.int32
     kernel(
@@ -57,7 +57,8 @@ def potts_capacities(u: Any, w: Any, planes: int) -> tuple:
         (_THREADS,),
         (u, w, s, t, edges, acc, np.int32(nx), np.int32(ny), np.int32(nz), idx(n)),
     )
-    constant, wmax, nneg, first, bad_s, bad_t = (int(v) for v in acc.get())
+    lower, wmax, nneg, first, bad_s, bad_t, upper = (int(v) for v in acc.get())
+    constant = (upper << 32) + lower  # (the kernel's exact split of the sum)
 
     checks = {
         "wmax": wmax,

@@ -63,7 +63,12 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
     """
     if not (is_cupy_array(a) or isinstance(a, np.ndarray)):
         if isinstance(a, (list, tuple, int, float)):
-            a = np.asarray(a)
+            try:
+                a = np.asarray(a)
+            except (ValueError, TypeError) as exc:  # ragged nesting and the like
+                raise ValueError(
+                    f"{name} must be a regular (rectangular) array of numbers: {exc}"
+                ) from None
         else:
             raise TypeError(
                 f"{name} must be a NumPy or CuPy array, got {type(a).__name__}"
@@ -84,11 +89,14 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
         a = xp.rint(a.astype(np.float64) * float(scale))
     elif kind in "iu":
         if scale is not None and scale != 1:
-            a = (
-                a.astype(np.int64) * int(scale)
-                if float(scale).is_integer()
-                else (xp.rint(a.astype(np.float64) * float(scale)))
-            )
+            if a.size and a.dtype.kind == "i" and bool((a < 0).any()):
+                bad = first_index(a < 0)
+                raise ValueError(
+                    f"{name} must be non-negative, got {a[bad]} at index {bad}"
+                )
+            # in float64: exact wherever the result can fit int32 (the check below),
+            # and no int64 product to wrap
+            a = xp.rint(a.astype(np.float64) * float(scale))
     elif kind == "b":
         raise TypeError(
             f"{name} must have an integer dtype (int32 preferred), got bool"
@@ -106,8 +114,13 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
         if a.dtype.itemsize > 4 or a.dtype.kind in "uf":
             if bool((a > INT32_MAX).any()):
                 bad = first_index(a > INT32_MAX)
+                value = a[bad]
+                if a.dtype.kind == "f":
+                    value = int(value)  # (scaled: a whole number in float64)
                 raise ValueError(
-                    f"{name} must fit in int32 (<= {INT32_MAX}), got {a[bad]} at index "
+                    f"{name} must fit in int32 (<= {INT32_MAX}), got {value} at index "
                     f"{bad}; rescale the capacities"
                 )
+    if a.ndim == 0:  # (ascontiguousarray would make it 1-D: keep the shape for the
+        return a.astype(np.int32)  # caller's shape check)
     return xp.ascontiguousarray(a, dtype=np.int32)

@@ -319,11 +319,18 @@ def _check_capacities(
     return source, sink, edges
 
 
+#: the costs (and pairwise x weights) the construction takes lie strictly within
+#: +-COST_MAX, so that its int64 sums of a few such terms cannot wrap
+COST_MAX = 2**62
+
+
 def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
+    """``a`` as int64 costs, quantised by ``scale``; values beyond +-COST_MAX (after
+    scaling) are a ValueError naming ``name`` rather than a wrapped int64."""
     scale = check_scale(scale)
-    a = xp.asarray(a)
-    if a.dtype.kind == "f":
-        if scale is None:
+    a = xp.asarray(_regular(a, name))
+    if a.dtype.kind == "f" or (a.dtype.kind in "iu" and scale not in (None, 1)):
+        if a.dtype.kind == "f" and scale is None:
             raise TypeError(
                 f"{name} has floating dtype {a.dtype}; energies are integers. Pass "
                 "scale=<factor> to quantise (round(value * scale))"
@@ -331,12 +338,43 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
         if a.size and not bool(xp.isfinite(a).all()):
             bad = first_index(~xp.isfinite(a))
             raise ValueError(f"{name} must be finite, got {a[bad]!r} at index {bad}")
-        return xp.rint(a.astype(np.float64) * float(scale)).astype(np.int64)
-    if a.dtype.kind not in "iu":
+        a = xp.rint(a.astype(np.float64) * float(scale))
+    elif a.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype, got {a.dtype}")
-    if scale is not None and scale != 1:
-        return xp.rint(a.astype(np.float64) * float(scale)).astype(np.int64)
+    if a.size:
+        lo, hi = a.min(), a.max()
+        if int(hi) >= COST_MAX or int(lo) <= -COST_MAX:
+            over = (a >= COST_MAX) | (a <= -COST_MAX)
+            bad = first_index(over)
+            value = int(a[bad])
+            if scale not in (None, 1):
+                value = f"{value} after scaling"
+            raise ValueError(
+                f"{name} must lie strictly between -2**62 and 2**62 ({COST_MAX}), got "
+                f"{value} at index {bad}: reduce the costs (or the scale)"
+            )
     return a.astype(np.int64, copy=False)
+
+
+def _regular(a: Any, name: str) -> Any:
+    """Lists and tuples as a NumPy array; a ragged nesting is a ValueError naming
+    ``name`` (NumPy's own message names no parameter)."""
+    if isinstance(a, (list, tuple)):
+        try:
+            return np.asarray(a)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"{name} must be a regular (rectangular) array of numbers: {exc}"
+            ) from None
+    return a
+
+
+def _exact_sum(a: Any) -> int:
+    """The sum of an int64 array as a Python integer, exactly (int64's own sum wraps
+    beyond 2**63): its upper and lower 32 bits summed apart."""
+    if a.size == 0:
+        return 0
+    return (int((a >> 32).sum()) << 32) + int((a & 0xFFFFFFFF).sum())
 
 
 def grid_energy(
@@ -409,28 +447,31 @@ def grid_energy(
         # the symmetric weight form from integer arrays: one pass (numba on the
         # host, a kernel on the device) instead of the array expression below
         # (converted once: the array expression below takes the same arrays)
-        unary, weights = xp.asarray(unary), xp.asarray(weights)
+        unary = xp.asarray(_regular(unary, "unary"))
+        weights = xp.asarray(_regular(weights, "weights"))
         if _one_pass_dtype(unary, xp) and _one_pass_dtype(weights, xp):
             return _potts_energy_one_pass(unary, weights, connectivity, xp)
     u = _as_cost(unary, "unary", scale, xp)
     grid, D = _grid_and_directions(u, connectivity)
     ndim = len(grid)
-    if weights is not None:
-        w = _as_cost(weights, "weights", scale if pairwise is None else None, xp)
-        _check_weights_shape(w, grid, D)
-    else:
-        w = None
     if pairwise is None:
-        if w is None:
+        if weights is None:
             raise ValueError("give pairwise and/or weights: neither was given")
+        w = _as_cost(weights, "weights", scale, xp)
+        _check_weights_shape(w, grid, D)
         return _potts_energy(u, w, xp)
-    else:
-        pw = _as_cost(pairwise, "pairwise", scale, xp)
-        if tuple(pw.shape) not in ((2, 2), (D, *grid, 2, 2)):
-            raise ValueError(
-                f"pairwise must have shape (2, 2) or (D, *grid, 2, 2) = "
-                f"{(D, *grid, 2, 2)}, got {tuple(pw.shape)}"
-            )
+    pw, w = _pairwise_terms(pairwise, weights, scale, grid, D, xp)
+    # every int64 value below is a sum of a few of these: bound them so that none wraps
+    umax = max(-int(u.min()), int(u.max())) if u.size else 0
+    pmax = max(-int(pw.min()), int(pw.max())) if pw.size else 0
+    wmax = max(-int(w.min()), int(w.max())) if w is not None and w.size else 1
+    if umax + 8 * D * pmax * wmax >= 2**62:
+        raise ValueError(
+            f"unary, pairwise and weights are too large for exact int64 arithmetic: "
+            f"|unary| up to {umax}, |pairwise| up to {pmax}, |weights| up to {wmax}; "
+            f"|unary| + {8 * D} |pairwise| |weights| must stay below 2**62: reduce the "
+            "costs (or the scale)"
+        )
     s = u[..., 1].copy()
     t = u[..., 0].copy()
     edges = xp.zeros((2 * D, *grid), dtype=np.int64)
@@ -458,15 +499,15 @@ def grid_energy(
             nbad += int(bad.sum())
             if first is None:  # the node, not the position in the arc view
                 first = (d, *_node_of(first_index(bad), tail))
-        constant += int(a.sum())
+        constant += _exact_sum(a)
         ca = c - a
         s[tail] += xp.maximum(ca, 0)
         t[tail] += xp.maximum(-ca, 0)
-        constant += int(xp.minimum(ca, 0).sum())
+        constant += _exact_sum(xp.minimum(ca, 0))
         dc = dd - c
         s[head] += xp.maximum(dc, 0)
         t[head] += xp.maximum(-dc, 0)
-        constant += int(xp.minimum(dc, 0).sum())
+        constant += _exact_sum(xp.minimum(dc, 0))
         edges[2 * d][tail] = lam
     if nbad:
         raise NonSubmodularError(
@@ -478,7 +519,7 @@ def grid_energy(
     m = xp.minimum(s, t)
     s -= m
     t -= m
-    constant += int(m.sum())
+    constant += _exact_sum(m)
     for name, arr in (("source", s), ("sink", t), ("edges", edges)):
         if arr.size and bool((arr > INT32_MAX).any()):
             bad = first_index(arr > INT32_MAX)
@@ -489,6 +530,48 @@ def grid_energy(
     return GridEnergy._trusted(
         s.astype(np.int32), t.astype(np.int32), edges.astype(np.int32), constant
     )
+
+
+def _pairwise_terms(
+    pairwise: Any, weights: Any, scale: Any, grid: tuple, D: int, xp
+) -> tuple[Any, Any]:
+    """``pairwise`` and ``weights`` as int64 costs: (pw, w or None). Floating weights
+    are folded into per-edge matrices ``w * V`` first, then quantised with ``scale``
+    like the rest (the terms ``w (B + C - A - D)`` and the others are rounded once,
+    not ``w`` and ``V`` apart)."""
+    w = None
+    if weights is not None:
+        wa = xp.asarray(weights)
+        if wa.dtype.kind == "f" and scale is not None:
+            _check_weights_shape(wa, grid, D)
+            pf = xp.asarray(pairwise)
+            if pf.dtype.kind not in "iuf":
+                raise TypeError(f"pairwise must have a numeric dtype, got {pf.dtype}")
+            if tuple(pf.shape) not in ((2, 2), (D, *grid, 2, 2)):
+                raise ValueError(
+                    f"pairwise must have shape (2, 2) or (D, *grid, 2, 2) = "
+                    f"{(D, *grid, 2, 2)}, got {tuple(pf.shape)}"
+                )
+            if wa.size and not bool(xp.isfinite(wa).all()):
+                bad = first_index(~xp.isfinite(wa))
+                raise ValueError(
+                    f"weights must be finite, got {wa[bad]!r} at index {bad}"
+                )
+            pairwise = wa.astype(np.float64)[..., None, None] * pf.astype(np.float64)
+            name = "pairwise x weights"
+        else:
+            w = _as_cost(weights, "weights", None, xp)
+            _check_weights_shape(w, grid, D)
+            name = "pairwise"
+    else:
+        name = "pairwise"
+    pw = _as_cost(pairwise, name, scale, xp)
+    if tuple(pw.shape) not in ((2, 2), (D, *grid, 2, 2)):
+        raise ValueError(
+            f"pairwise must have shape (2, 2) or (D, *grid, 2, 2) = "
+            f"{(D, *grid, 2, 2)}, got {tuple(pw.shape)}"
+        )
+    return pw, w
 
 
 def _grid_and_directions(u: Any, connectivity: Any) -> tuple[tuple, int]:
@@ -597,7 +680,7 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
     m = xp.minimum(u[..., 0], u[..., 1])
     s = u[..., 1] - m
     t = u[..., 0] - m
-    constant = int(m.sum())
+    constant = _exact_sum(m)
     edges = xp.zeros((2 * D, *grid), dtype=np.int32)
     for name, arr in (("source", s), ("sink", t)):
         if arr.size and int(arr.max()) > INT32_MAX:
