@@ -413,7 +413,9 @@ def grid_energy(
         pairs get the weights given for them: a length-based weighting (for example
         ``1 / sqrt(2)`` on 2-D diagonals) is the caller's choice.
     scale : float, optional
-        Quantise floating costs to ``round(value * scale)``; floats need it.
+        Quantise floating costs to ``round(value * scale)``; floats need it. Integer
+        costs are multiplied by it too. With ``pairwise``, floating ``weights`` are
+        folded into the per-edge matrices first: each ``round(w_pq * V * scale)``.
 
     Returns
     -------
@@ -426,7 +428,10 @@ def grid_energy(
         Some edge has ``w (B + C - A - D) < 0``; the error gives the count and the
         first one.
     ValueError, TypeError
-        Bad shapes or dtypes, or capacities beyond int32 after the construction.
+        Bad shapes or dtypes, capacities beyond int32 after the construction, or costs
+        the construction's int64 arithmetic could not hold exactly (beyond ``+-2**62``
+        after scaling; with ``pairwise``, ``|unary| + 8 D |pairwise| |weights|`` from
+        ``2**62`` on). The constant itself is exact, a Python integer of any size.
 
     Notes
     -----
