@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import os
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -31,10 +34,20 @@ def _load_image(spec: str) -> np.ndarray:
         return img
     import cv2
 
-    img = cv2.imread(spec, cv2.IMREAD_COLOR)
+    try:
+        img = cv2.imread(spec, cv2.IMREAD_COLOR)
+    except cv2.error as exc:
+        raise SystemExit(
+            f"error: cannot read image {spec!r}: {_cv2_reason(exc)}"
+        ) from None
     if img is None:
         raise SystemExit(f"error: cannot read image {spec!r}")
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def _cv2_reason(exc: Exception) -> str:
+    """The short text of a ``cv2.error`` (without OpenCV's file and line)."""
+    return str(getattr(exc, "err", None) or exc).strip()
 
 
 def _parse_rect(text: str) -> tuple[int, int, int, int]:
@@ -75,12 +88,95 @@ def overlay(
     return out
 
 
-def _write_rgb(path: str, rgb: np.ndarray) -> None:
+#: extensions whose OpenCV writers keep 16-bit integers (``stereo --png16``)
+_EXT_16BIT = (".png", ".tif", ".tiff", ".pgm", ".pnm")
+
+
+def _cannot_write(path: str, option: str, reason: str) -> SystemExit:
+    return SystemExit(f"error: cannot write {path!r} ({option}): {reason}")
+
+
+def _extension(path: str) -> str:
+    name = os.path.basename(path)
+    return name[name.rfind(".") :] if "." in name else ""
+
+
+def _check_output(path: str | None, option: str, kind: str = "file") -> None:
+    """Fail before the long work on an output path that cannot be written.
+
+    ``kind`` is ``"file"`` (any file), ``"image"`` (a picture ``cv2.imwrite`` can
+    write), ``"image16"`` (a 16-bit one) or ``"video"``. An empty name, a directory,
+    a missing or read-only parent directory and an extension OpenCV has no writer for
+    are errors that name the option.
+    """
+    if path is None:
+        return
+    if not path.strip():
+        raise SystemExit(f"error: {option} needs a file name, got {path!r}")
+    if os.path.isdir(path) or path.endswith(("/", os.sep)):
+        raise _cannot_write(path, option, "it is a directory; give a file name")
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        why = "does not exist" if not os.path.exists(parent) else "is not a directory"
+        raise _cannot_write(path, option, f"the directory {parent!r} {why}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _cannot_write(path, option, f"the directory {parent!r} is not writable")
+    if kind not in ("image", "image16"):
+        return
+    import cv2
+
+    ext = _extension(path)
+    if not ext:
+        raise _cannot_write(
+            path, option, "no file extension to choose the image format; add .png"
+        )
+    if not cv2.haveImageWriter(path):
+        raise _cannot_write(
+            path,
+            option,
+            f"unknown image format: OpenCV has no writer for the extension {ext!r}; "
+            "use .png, .jpg, .tif or .bmp",
+        )
+    if kind == "image16" and ext.lower() not in _EXT_16BIT:
+        raise _cannot_write(
+            path,
+            option,
+            f"a {ext!r} image cannot hold 16 bits; use one of {', '.join(_EXT_16BIT)}",
+        )
+
+
+@contextlib.contextmanager
+def _writing(path: str, option: str) -> Iterator[None]:
+    """Turn an ``OSError`` while writing ``path`` into ``error: cannot write ...``."""
+    try:
+        yield
+    except OSError as exc:
+        raise _cannot_write(path, option, exc.strerror or str(exc)) from None
+
+
+def _write_image(path: str, img: np.ndarray, option: str) -> None:
+    """``cv2.imwrite`` that ends in ``error: cannot write ...`` when it fails."""
+    import cv2
+
+    try:
+        ok = cv2.imwrite(path, img)
+    except cv2.error as exc:  # e.g. no writer for the extension
+        raise _cannot_write(path, option, f"OpenCV: {_cv2_reason(exc)}") from None
+    if not ok:
+        reason = "OpenCV's image writer failed"
+        parent = os.path.dirname(path) or "."
+        if not os.path.isdir(parent):
+            reason = f"the directory {parent!r} does not exist"
+        elif not os.access(parent, os.W_OK):
+            reason = f"permission denied in {parent!r}"
+        raise _cannot_write(path, option, reason)
+
+
+def _write_rgb(path: str, rgb: np.ndarray, option: str = "-o/--output") -> None:
     import cv2
 
     img = rgb if rgb.ndim == 2 else cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
-    if not cv2.imwrite(path, img):
-        raise SystemExit(f"error: cannot write {path!r}")
+    _write_image(path, img, option)
 
 
 def _load_mask(path: str | None, shape: tuple, what: str):
@@ -97,6 +193,17 @@ def _load_mask(path: str | None, shape: tuple, what: str):
             f"{shape[1]}x{shape[0]}"
         )
     return m > 0
+
+
+def _default_rect(w: int, h: int) -> tuple[int, int, int, int]:
+    """The central box of ``segment`` without --rect, --fg or --bg (at least 1 px)."""
+    if w * h < 2:
+        raise SystemExit(
+            f"error: the image is {w}x{h} pixels, too small for the default box, "
+            "which must leave background around it; pass --rect x,y,w,h or --fg/--bg "
+            "scribbles"
+        )
+    return (w // 8, h // 16, max(1, w * 3 // 4), max(1, h * 7 // 8))
 
 
 class _Progress:
@@ -129,13 +236,15 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     if cli_many.wanted(args):
         return cli_many.segment(args)
 
+    _check_output(args.output, "-o/--output", "image")
+    _check_output(args.overlay, "--overlay", "image")
     image = _load_image(args.image)
     h, w = image.shape[:2]
     fg = _load_mask(args.fg, (h, w), "foreground")
     bg = _load_mask(args.bg, (h, w), "background")
     rect = args.rect
     if rect is None and fg is None and bg is None:
-        rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+        rect = _default_rect(w, h)
     progress = _Progress("grabcut", sys.stderr.isatty() or args.verbose)
     t0 = time.perf_counter()
     try:
@@ -157,9 +266,9 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     mask = res.mask
     if args.output:
-        _write_rgb(args.output, mask * 255)
+        _write_rgb(args.output, mask.astype(np.uint8) * 255, "-o/--output")
     if args.overlay:
-        _write_rgb(args.overlay, overlay(image, mask, rect, fg, bg))
+        _write_rgb(args.overlay, overlay(image, mask, rect, fg, bg), "--overlay")
     print(
         f"segmented {w}x{h} image in {dt * 1e3:.0f} ms ({res.iterations} cuts): "
         f"{int(mask.sum())} object pixels ({100.0 * mask.mean():.1f}%)"
@@ -213,6 +322,9 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
     if cli_many.wanted(args):
         return cli_many.stereo(args)
 
+    _check_output(args.output, "-o/--output", "image")
+    _check_output(args.png16, "--png16", "image16")
+    _check_output(args.pfm, "--pfm")
     if args.left in ("motorcycle", "sample:motorcycle"):
         if args.right is not None:
             raise SystemExit(
@@ -251,12 +363,12 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
             _write_rgb(args.output, grey)
         outputs.append(f"picture -> {args.output}")
     if args.png16:
-        import cv2
-
-        cv2.imwrite(args.png16, np.clip(disp * 256.0, 0, 65535).astype(np.uint16))
+        disp16 = np.clip(np.nan_to_num(disp * 256.0), 0, 65535).astype(np.uint16)
+        _write_image(args.png16, disp16, "--png16")
         outputs.append(f"16-bit (disparity x 256) -> {args.png16}")
     if args.pfm:
-        write_pfm(args.pfm, disp)
+        with _writing(args.pfm, "--pfm"):
+            write_pfm(args.pfm, disp)
         outputs.append(f"PFM -> {args.pfm}")
     h, w = disp.shape
     print(
@@ -354,7 +466,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
-    return args.func(args)
+    from .exceptions import VisionCutsError
+
+    try:
+        return args.func(args)
+    except (ValueError, TypeError, VisionCutsError) as exc:
+        # bad input the commands did not catch themselves, a backend that cannot
+        # run (``--backend gpu`` without a GPU), a problem too large for the GPU
+        raise SystemExit(f"error: {exc}") from None
+    except OSError as exc:  # a file or a connection the command needed
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":

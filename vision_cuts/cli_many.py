@@ -7,6 +7,7 @@ folder."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,23 @@ def _finish(summary: Any, out: str) -> int:
 
 
 def _need_output(args: argparse.Namespace) -> str:
-    if not args.output:
-        raise SystemExit("error: many-file mode needs -o OUTPUT_FOLDER")
-    return args.output
+    if args.output is None or not args.output.strip():
+        got = "" if args.output is None else f", got {args.output!r}"
+        raise SystemExit(f"error: many-file mode needs -o OUTPUT_FOLDER{got}")
+    out = args.output
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise SystemExit(
+            f"error: cannot write to {out!r} (-o/--output): it is a file, and "
+            "many-file mode needs an output folder"
+        )
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(
+            f"error: cannot create the output folder {out!r} (-o/--output): "
+            f"{exc.strerror or exc}"
+        ) from None
+    return out
 
 
 def _run(args: argparse.Namespace, fn, *a: Any, **kw: Any) -> int:
@@ -68,6 +83,8 @@ def _run(args: argparse.Namespace, fn, *a: Any, **kw: Any) -> int:
     try:
         summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
     except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    except OSError as exc:  # an input that cannot be read, a full disk, ...
         raise SystemExit(f"error: {exc}") from None
     finally:
         client.close()  # with --workers, its cluster too

@@ -9,9 +9,12 @@ import numpy as np
 
 
 def _cmd_maxflow(args: argparse.Namespace) -> int:
+    from .cli import _check_output, _writing
     from .dimacs import read_dimacs
     from .graph import maximum_flow
 
+    _check_output(args.flow, "--flow")
+    _check_output(args.cut, "--cut")
     t0 = time.perf_counter()
     try:
         graph, source, sink = read_dimacs(args.file)
@@ -39,14 +42,15 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
         pos = res.flow > 0
         tails = graph.tails[pos] + 1
         heads = graph.heads[pos] + 1
-        with open(args.flow, "w", encoding="ascii") as f:
+        with _writing(args.flow, "--flow"), open(args.flow, "w", encoding="ascii") as f:
             f.write(f"s {res.value}\n")
             for u, v, x in zip(
                 tails.tolist(), heads.tolist(), res.flow[pos].tolist(), strict=True
             ):
                 f.write(f"f {u} {v} {x}\n")
     if args.cut:
-        np.savetxt(args.cut, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
+        with _writing(args.cut, "--cut"):
+            np.savetxt(args.cut, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
     return 0
 
 

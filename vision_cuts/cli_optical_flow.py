@@ -14,7 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import _load_image, _Progress, _write_rgb
+from .cli import (
+    _check_output,
+    _cv2_reason,
+    _load_image,
+    _Progress,
+    _write_rgb,
+    _writing,
+)
 from .optical_flow import DETECTORS
 
 _VIEWS = ("arrows", "color", "both")
@@ -156,15 +163,17 @@ def _cmd_flow(args: argparse.Namespace) -> int:
     if cli_many.wanted(args):
         return cli_many.flow(args)
     _check_args(args)
-    if len(args.inputs) == 2:
-        return _pair(args)
-    if len(args.inputs) == 1:
-        if args.color or args.flo:
-            raise SystemExit("error: --color and --flo are for an image pair")
-        return _video(args)
-    raise SystemExit(
-        f"error: give one video or two frames, got {len(args.inputs)} inputs"
-    )
+    if len(args.inputs) not in (1, 2):
+        raise SystemExit(
+            f"error: give one video or two frames, got {len(args.inputs)} inputs"
+        )
+    pair = len(args.inputs) == 2
+    if not pair and (args.color is not None or args.flo is not None):
+        raise SystemExit("error: --color and --flo are for an image pair")
+    _check_output(args.output, "-o/--output", "image" if pair else "video")
+    _check_output(args.color, "--color", "image")
+    _check_output(args.flo, "--flo")
+    return _pair(args) if pair else _video(args)
 
 
 def _pair(args: argparse.Namespace) -> int:
@@ -184,13 +193,14 @@ def _pair(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     outputs = []
     if args.output:
-        _write_rgb(args.output, _picture(args, frame0, res))
+        _write_rgb(args.output, _picture(args, frame0, res), "-o/--output")
         outputs.append(f"{args.view} -> {args.output}")
     if args.color:
-        _write_rgb(args.color, flow_to_color(res.dense, args.max_magnitude))
+        _write_rgb(args.color, flow_to_color(res.dense, args.max_magnitude), "--color")
         outputs.append(f"colour coding -> {args.color}")
     if args.flo:
-        write_flo(args.flo, res.dense)
+        with _writing(args.flo, "--flo"):
+            write_flo(args.flo, res.dense)
         outputs.append(f"dense flow -> {args.flo}")
     h, w = frame0.shape[:2]
     print(
@@ -265,12 +275,18 @@ def _video(args: argparse.Namespace) -> int:
             if args.output:
                 pic = _picture(args, prev, res)
                 if writer is None:
-                    writer = cv2.VideoWriter(
-                        args.output,
-                        cv2.VideoWriter_fourcc(*args.fourcc[:4].ljust(4)),
-                        float(fps),
-                        (pic.shape[1], pic.shape[0]),
-                    )
+                    try:
+                        writer = cv2.VideoWriter(
+                            args.output,
+                            cv2.VideoWriter_fourcc(*args.fourcc[:4].ljust(4)),
+                            float(fps),
+                            (pic.shape[1], pic.shape[0]),
+                        )
+                    except cv2.error as exc:
+                        raise SystemExit(
+                            f"error: cannot write video {args.output!r} with codec "
+                            f"{args.fourcc!r}: OpenCV: {_cv2_reason(exc)}"
+                        ) from None
                     if not writer.isOpened():
                         raise SystemExit(
                             f"error: cannot write video {args.output!r} with codec "

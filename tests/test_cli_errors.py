@@ -1,0 +1,275 @@
+"""``vision-cuts``: bad outputs, missing backends and tiny images end in ``error: ...``.
+
+Every case asserts the exit status, that stderr starts with ``error:`` and names the
+option or the cause, and that no traceback is printed. ``run`` calls ``main`` in
+process and does what the interpreter does with the ``SystemExit`` it raises; any
+other exception escapes and fails the test (that would be a traceback).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vision_cuts import _backend
+from vision_cuts.cli import main
+
+cv2 = pytest.importorskip("cv2")
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of ``vision-cuts ARGV``, in process."""
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            rc = 1
+        else:
+            rc = exc.code or 0
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_error(rc: int, err: str, *words: str) -> None:
+    assert rc == 1, err
+    assert err.startswith("error: "), err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.fixture
+def image(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "img.png"
+    cv2.imwrite(str(path), rng.integers(0, 255, (24, 32, 3), dtype=np.uint8))
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path):
+    rng = np.random.default_rng(1)
+    left = rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)
+    paths = tmp_path / "left.png", tmp_path / "right.png"
+    cv2.imwrite(str(paths[0]), left)
+    cv2.imwrite(str(paths[1]), np.roll(left, -2, axis=1))
+    return paths
+
+
+@pytest.fixture
+def dimacs(tmp_path):
+    path = tmp_path / "f.max"
+    path.write_text("p max 2 1\nn 1 s\nn 2 t\na 1 2 3\n")
+    return path
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """A machine without CuPy, whatever this one has."""
+    monkeypatch.delenv("VISION_CUTS_BACKEND", raising=False)
+    monkeypatch.setattr(_backend, "has_cupy", lambda: False)
+    monkeypatch.setattr(_backend, "gpu_available", lambda: False)
+
+
+# ------------------------------------------------------------ D14: picture outputs
+@pytest.mark.parametrize(
+    ("option", "name", "words"),
+    [
+        ("-o", "mask.xyz", ["unknown image format", "'.xyz'"]),
+        ("-o", "mask", ["no file extension"]),
+        ("--overlay", ".", ["is a directory"]),
+        ("-o", "missing/mask.png", ["does not exist"]),
+    ],
+)
+def test_segment_bad_picture_output_fails_before_the_work(
+    option, name, words, image, tmp_path, capsys, monkeypatch
+):
+    import vision_cuts.segmentation
+
+    def never(*a, **k):
+        raise AssertionError("the output should be checked before segmenting")
+
+    monkeypatch.setattr(vision_cuts.segmentation, "grabcut", never)
+    path = tmp_path / name if name != "." else tmp_path
+    rc, _, err = run(["segment", image, "--backend", "cpu", option, path], capsys)
+    flag = "-o/--output" if option == "-o" else option
+    assert_error(rc, err, "cannot write", flag, *words)
+    assert not (tmp_path / "mask.xyz").exists()
+
+
+@pytest.mark.parametrize("fail", ["raise", "false"])
+def test_segment_picture_writer_failure(fail, image, tmp_path, capsys, monkeypatch):
+    def imwrite(path, img, *a):
+        if fail == "raise":
+            raise cv2.error("no writer for this")
+        return False
+
+    monkeypatch.setattr(cv2, "imwrite", imwrite)
+    out = tmp_path / "mask.png"
+    rc, _, err = run(["segment", image, "--backend", "cpu", "-o", out], capsys)
+    assert_error(rc, err, "cannot write", "mask.png", "-o/--output")
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "words"),
+    [
+        ("-o", "d.xyz", ["unknown image format"]),
+        ("--png16", "d.jpg", ["16 bits", ".png"]),
+        ("--pfm", "missing/d.pfm", ["does not exist"]),
+        ("--pfm", ".", ["is a directory"]),
+    ],
+)
+def test_stereo_bad_outputs(option, name, words, pair, tmp_path, capsys):
+    path = tmp_path / name if name != "." else tmp_path
+    argv = ["stereo", *pair, "--max-disparity", "4", "--backend", "cpu"]
+    rc, _, err = run([*argv, option, path], capsys)
+    flag = "-o/--output" if option == "-o" else option
+    assert_error(rc, err, "cannot write", flag, *words)
+
+
+def test_stereo_png16_writes_16_bits(pair, tmp_path, capsys):
+    out = tmp_path / "d.png"
+    argv = ["stereo", *pair, "--max-disparity", "4", "--backend", "cpu"]
+    rc, _, err = run([*argv, "--png16", out], capsys)
+    assert rc == 0, err
+    assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).dtype == np.uint16
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "words"),
+    [
+        ("-o", "f.xyz", ["unknown image format"]),
+        ("--color", "c", ["no file extension"]),
+        ("--flo", "missing/f.flo", ["does not exist"]),
+    ],
+)
+def test_flow_pair_bad_outputs(option, name, words, pair, tmp_path, capsys):
+    argv = ["flow", *pair, "--backend", "cpu", option, tmp_path / name]
+    rc, _, err = run(argv, capsys)
+    flag = "-o/--output" if option == "-o" else option
+    assert_error(rc, err, "cannot write", flag, *words)
+
+
+# ------------------------------------------------------------ empty output names
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("segment", "-o"),
+        ("segment", "--overlay"),
+        ("stereo", "--pfm"),
+        ("stereo", "--png16"),
+        ("flow", "--flo"),
+        ("flow", "--color"),
+        ("maxflow", "--cut"),
+        ("maxflow", "--flow"),
+    ],
+)
+def test_empty_output_name(command, option, image, pair, dimacs, capsys):
+    inputs = {
+        "segment": [image],
+        "stereo": [*pair, "--max-disparity", "4"],
+        "flow": [*pair],
+        "maxflow": [dimacs],
+    }[command]
+    rc, _, err = run([command, *inputs, "--backend", "cpu", option, ""], capsys)
+    flag = "-o/--output" if option == "-o" else option
+    assert_error(rc, err, flag, "needs a file name")
+
+
+def test_many_file_output_must_be_a_folder(image, tmp_path, capsys):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    a_file = tmp_path / "out.png"
+    a_file.write_bytes(b"")
+    rc, _, err = run(["segment", folder, "--workers", "1", "-o", a_file], capsys)
+    assert_error(rc, err, "out.png", "-o/--output", "folder")
+    rc, _, err = run(["segment", folder, "--workers", "1", "-o", ""], capsys)
+    assert_error(rc, err, "-o OUTPUT_FOLDER")
+    sub = a_file / "sub"
+    rc, _, err = run(["segment", folder, "--workers", "1", "-o", sub], capsys)
+    assert_error(rc, err, "cannot create the output folder", "-o/--output")
+
+
+# ------------------------------------------------------------ D15: --backend gpu
+@pytest.mark.parametrize("command", ["segment", "stereo", "flow", "maxflow"])
+def test_backend_gpu_without_gpu(command, no_gpu, image, pair, dimacs, capsys):
+    inputs = {
+        "segment": [image],
+        "stereo": [*pair, "--max-disparity", "4"],
+        "flow": [*pair],
+        "maxflow": [dimacs],
+    }[command]
+    rc, _, err = run([command, *inputs, "--backend", "gpu"], capsys)
+    assert_error(rc, err, "backend='gpu'", "CuPy is not installed")
+
+
+# ------------------------------------------------------------ D16: maxflow files
+@pytest.mark.parametrize("option", ["--flow", "--cut"])
+def test_maxflow_output_in_missing_folder(option, dimacs, tmp_path, capsys):
+    out = tmp_path / "missing" / "f.txt"
+    rc, _, err = run(["maxflow", dimacs, "--backend", "cpu", option, out], capsys)
+    assert_error(rc, err, "cannot write", option, "f.txt", "does not exist")
+
+
+def test_maxflow_write_failure(dimacs, tmp_path, capsys, monkeypatch):
+    def savetxt(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savetxt", savetxt)
+    out = tmp_path / "cut.txt"
+    rc, _, err = run(["maxflow", dimacs, "--backend", "cpu", "--cut", out], capsys)
+    assert_error(rc, err, "cannot write", "--cut", "No space left on device")
+
+
+def test_unreadable_inputs(tmp_path, capsys):
+    missing = tmp_path / "missing"
+    rc, _, err = run(["maxflow", f"{missing}.max", "--backend", "cpu"], capsys)
+    assert_error(rc, err, "cannot read", "missing.max")
+    rc, _, err = run(["maxflow", tmp_path, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "cannot read")
+    rc, _, err = run(["segment", f"{missing}.png", "--backend", "cpu"], capsys)
+    assert_error(rc, err, "cannot read image", "missing.png")
+
+
+# ------------------------------------------------------------ D17: tiny images
+def test_segment_1x1_image_default_box(tmp_path, capsys):
+    path = tmp_path / "tiny.png"
+    cv2.imwrite(str(path), np.full((1, 1, 3), 90, np.uint8))
+    rc, _, err = run(["segment", path, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "1x1", "too small", "default box", "--rect")
+    assert "(0, 0, 0, 0)" not in err
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (5, 1), (2, 2)])
+def test_segment_thin_image_gets_a_1px_default_box(shape, tmp_path, capsys):
+    path = tmp_path / "thin.png"
+    cv2.imwrite(str(path), np.full((*shape, 3), 90, np.uint8))
+    rc, out, err = run(["segment", path, "--backend", "cpu"], capsys)
+    assert rc == 0, err
+    assert out.startswith(f"segmented {shape[1]}x{shape[0]} image")
+
+
+# ------------------------------------------------------------ the real command
+def test_console_errors_have_no_traceback(image, dimacs, tmp_path):
+    """The installed entry point: exit status 1 and one ``error:`` line."""
+    code = "import sys; from vision_cuts.cli import main; sys.exit(main())"
+    cases = [
+        (["segment", image, "--backend", "cpu", "-o", tmp_path / "m.xyz"], ".xyz"),
+        (["segment", image, "--backend", "cpu", "--overlay", tmp_path], "--overlay"),
+        (["maxflow", dimacs, "--backend", "cpu", "--flow", tmp_path / "x/f"], "--flow"),
+    ]
+    for argv, word in cases:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *map(str, argv)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith("error: cannot write"), proc.stderr
+        assert word in proc.stderr
+        assert "Traceback" not in proc.stderr
