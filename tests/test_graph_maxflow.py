@@ -324,6 +324,7 @@ def test_dimacs_roundtrip(tmp_path, rng):
         ("p max 3 1\nn 1 s\nn 3 t\na 1 x 5\n", "line 4: non-integer"),
         ("p max 3 1\nn 1 s\nn 3 t\na 1 4 5\n", "line 4: node out of range 1..3"),
         ("p max 3 1\nn 1 s\nn 3 t\na 1 2 -5\n", "line 4: negative capacity"),
+        (f"p max 3 1\nn 1 s\nn 3 t\na 1 2 {2**63}\n", "line 4: capacity .* int64"),
         ("c hi\na 1 2 3\n", "line 2: an 'a' line before the 'p max' line"),
         ("p min 3 1\n", "line 1: expected 'p max"),
         ("p max 3 1\nn 1 s\nn 3 q\n", "line 3: expected 'n <id> s'"),

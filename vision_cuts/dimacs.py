@@ -20,6 +20,9 @@ class DimacsFormatError(ValueError):
     """A malformed DIMACS file; the message names the file and the line number."""
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def read_dimacs(path: str | os.PathLike) -> FlowProblem:
     """Read a DIMACS max-flow file.
 
@@ -73,6 +76,8 @@ def read_dimacs(path: str | os.PathLike) -> FlowProblem:
                     raise fail(lineno, f"node out of range 1..{n} in {line.strip()!r}")
                 if c < 0:
                     raise fail(lineno, f"negative capacity {c}")
+                if c > _INT64_MAX:
+                    raise fail(lineno, f"capacity {c} beyond int64 ({_INT64_MAX})")
                 tails.append(u - 1)
                 heads.append(v - 1)
                 caps.append(c)
