@@ -705,3 +705,15 @@ def test_capacity_array_messages():
         grid_graph(np.array(5), np.array(5), np.ones((4, 1, 1), np.int32))
     with pytest.raises(ValueError, match="unary must be a regular"):
         grid_energy([[[1, 2], [3]]], weights=np.ones((2, 1, 2), np.int32))
+
+
+def test_masked_arrays_are_refused():
+    """A masked array's mask would be dropped silently: refused, naming the input."""
+    cap = np.ma.masked_array(np.ones((2, 3), np.int32), mask=[[0, 1, 0], [0, 0, 0]])
+    with pytest.raises(TypeError, match="source must be a plain array, got a masked"):
+        grid_graph(cap, np.ones((2, 3), np.int32), np.ones((4, 2, 3), np.int32))
+    u = np.ma.masked_array(np.ones((2, 3, 2), np.int32))
+    with pytest.raises(TypeError, match="unary must be a plain array"):
+        grid_energy(u, weights=np.ones((2, 2, 3), np.int32))
+    with pytest.raises(TypeError, match="unary must be a plain array"):
+        grid_energy(u, np.array([[0, 1], [1, 0]]))

@@ -61,6 +61,11 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
     the nearest integer). Anything else is a TypeError; negative, NaN, infinite or too
     large values are a ValueError naming the first offender.
     """
+    if isinstance(a, np.ma.MaskedArray):  # its mask would be silently dropped
+        raise TypeError(
+            f"{name} must be a plain array, got a masked array: fill the masked "
+            "entries first (a.filled(0))"
+        )
     if not (is_cupy_array(a) or isinstance(a, np.ndarray)):
         if isinstance(a, (list, tuple, int, float)):
             try:

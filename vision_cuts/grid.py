@@ -358,7 +358,13 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
 
 def _regular(a: Any, name: str) -> Any:
     """Lists and tuples as a NumPy array; a ragged nesting is a ValueError naming
-    ``name`` (NumPy's own message names no parameter)."""
+    ``name`` (NumPy's own message names no parameter), a masked array a TypeError
+    (its mask would be dropped)."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} must be a plain array, got a masked array: fill the masked "
+            "entries first (a.filled(0))"
+        )
     if isinstance(a, (list, tuple)):
         try:
             return np.asarray(a)
