@@ -717,3 +717,13 @@ def test_masked_arrays_are_refused():
         grid_energy(u, weights=np.ones((2, 2, 3), np.int32))
     with pytest.raises(TypeError, match="unary must be a plain array"):
         grid_energy(u, np.array([[0, 1], [1, 0]]))
+
+
+@pytest.mark.gpu
+def test_masked_arrays_are_refused_on_the_gpu_path():
+    """int32 NumPy arrays go to the device unchecked on the host; a masked one does
+    not: the host checks refuse it."""
+    cap = np.ma.masked_array(np.ones((2, 3), np.int32), mask=[[0, 1, 0], [0, 0, 0]])
+    with pytest.raises(TypeError, match="source must be a plain array"):
+        maxflow_grid(cap, np.ones((2, 3), np.int32), np.ones((4, 2, 3), np.int32),
+                     backend="gpu")  # fmt: skip
