@@ -128,6 +128,48 @@ def test_grabcut_grey_rgba_float_and_tiny_images():
         ({"rect": RECT, "init": "previous"}, TypeError, "init must be"),
         ({}, ValueError, "without rect, give both"),
         ({"rect": RECT, "backend": "tpu"}, ValueError, "backend must be"),
+        # bool is not a count, nor a smoothness
+        ({"rect": RECT, "iterations": True}, ValueError, "iterations must be"),
+        ({"rect": RECT, "components": True}, ValueError, "components must be"),
+        ({"rect": RECT, "smoothness": True}, ValueError, "smoothness must be"),
+        ({"rect": RECT, "smoothness": np.bool_(True)}, ValueError, "smoothness must"),
+        ({"rect": RECT, "smoothness": "50"}, ValueError, "smoothness must be"),
+        ({"rect": RECT, "smoothness": np.float32("inf")}, ValueError, "finite"),
+        ({"rect": RECT, "smoothness": float("inf")}, ValueError, "finite"),
+        # beyond int32 (a fixed pixel's cost): the largest usable value is named
+        ({"rect": RECT, "smoothness": 1e8}, ValueError, r"smoothness must be <= \d+"),
+        ({"rect": RECT, "smoothness": 10**400}, ValueError, "smoothness must be <="),
+        (
+            {"rect": RECT, "smoothness": 8.39e6, "connectivity": 4},
+            ValueError,
+            "smoothness must be <= 8380000 with 4 neighbours",
+        ),
+        ({"rect": RECT, "callback": 5}, TypeError, "callback must be callable"),
+        # rect: no strings, bools, fractions, infinities
+        ({"rect": "1234"}, TypeError, "rect must be a sequence"),
+        ({"rect": b"1234"}, TypeError, "rect must be a sequence"),
+        ({"rect": 5}, TypeError, "rect must be a sequence"),
+        ({"rect": (True, True, True, True)}, TypeError, "rect must be"),
+        ({"rect": (15, 10, "60", 45)}, TypeError, "rect must be"),
+        ({"rect": (1.7, 2.2, 10.9, 10.9)}, ValueError, "rect must be"),
+        ({"rect": (0, 0, float("inf"), 5)}, ValueError, "rect must be"),
+        ({"rect": (0, 0, float("nan"), 5)}, ValueError, "rect must be"),
+        # scribbles: booleans, or numbers that are all 0 or 1
+        (
+            {"rect": RECT, "foreground": np.full((60, 80), 2)},
+            ValueError,
+            "foreground must hold booleans or the numbers 0 and 1, got 4800 other",
+        ),
+        (
+            {"rect": RECT, "background": np.full((60, 80), np.nan)},
+            ValueError,
+            "background must hold booleans.*the first nan at \\(0, 0\\)",
+        ),
+        (
+            {"rect": RECT, "foreground": np.full((60, 80), "1")},
+            ValueError,
+            "foreground must hold booleans.*dtype <U1",
+        ),
     ],
 )
 def test_grabcut_bad_inputs(kw, err, match):
@@ -150,6 +192,170 @@ def test_grabcut_bad_images():
     both[5, 5] = True
     with pytest.raises(ValueError, match="overlap"):
         grabcut(_two_tone(), rect=RECT, foreground=both, background=both)
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.int16, np.int32, np.int64, np.uint32, np.uint64]
+)
+def test_grabcut_rejects_wide_integer_images(dtype):
+    """Integer images other than uint8 / uint16 have no range to scale from (0..255
+    in int64 became black): a TypeError naming the accepted dtypes and the actual."""
+    img = _two_tone().astype(dtype)
+    name = np.dtype(dtype).name
+    with pytest.raises(TypeError, match=f"image must have dtype uint8, uint16.*{name}"):
+        grabcut(img, rect=RECT, backend="cpu")
+
+
+def test_grabcut_accepted_argument_forms():
+    """NumPy scalars for smoothness, integral floats and NumPy integers in rect, 0/1
+    scribbles of any real dtype and uint16 images: the same result as the plain
+    forms."""
+    img = _two_tone()
+    fg = np.zeros(img.shape[:2], dtype=bool)
+    bg = np.zeros(img.shape[:2], dtype=bool)
+    fg[12:15, 20:70] = True
+    bg[30:33, 30:50] = True
+    want = grabcut(img, rect=RECT, foreground=fg, background=bg, backend="cpu")
+    forms = [
+        {"smoothness": np.float32(50)},
+        {"smoothness": np.int64(50)},
+        {"smoothness": 50},
+        {"rect": tuple(float(v) for v in RECT)},
+        {"rect": np.array(RECT)},
+        {"rect": [np.int32(v) for v in RECT]},
+        {"foreground": fg.astype(np.uint8), "background": bg.astype(np.int64)},
+        {"foreground": fg.astype(np.float32), "background": bg.astype(np.float64)},
+    ]
+    for kw in forms:
+        got = grabcut(
+            img, **{"rect": RECT, "foreground": fg, "background": bg, **kw},
+            backend="cpu",
+        )  # fmt: skip
+        np.testing.assert_array_equal(got.mask, want.mask, err_msg=str(kw))
+        assert got.energy == want.energy
+    wide = grabcut(img.astype(np.uint16) * 257, rect=RECT, backend="cpu")
+    np.testing.assert_array_equal(
+        wide.mask, grabcut(img, rect=RECT, backend="cpu").mask
+    )
+
+
+def _flat_scene():
+    """A 5x6 picture, flat but for a 2x2 object, whose scribbles fight the colours:
+    a foreground scribble on a background-coloured pixel and a background scribble
+    on the object, 10 free pixels in the box."""
+    img = np.zeros((5, 6, 3), np.uint8)
+    img[...] = (30, 60, 200)
+    img[2:4, 3:5] = (220, 180, 40)
+    fg = np.zeros((5, 6), bool)
+    bg = np.zeros((5, 6), bool)
+    fg[2, 1] = True
+    bg[3, 4] = True
+    return img, (1, 1, 4, 3), fg, bg
+
+
+def _constrained_minimum(img, rect, fg, bg, res, smoothness, planes):
+    """min E(x) of the last cut of ``res`` (its colour models) over the labellings
+    that keep the box and the scribbles, by enumeration (``direct_energy``), and E of
+    ``res.mask``; a fixed pixel's wrong label costs 10**12."""
+    from _helpers import direct_energy
+
+    from vision_cuts.segmentation import (
+        _as_image,
+        _component_loglik,
+        _neg_log_mixture,
+        _rgb_to_lab,
+        _smoothness,
+    )
+
+    lab = _rgb_to_lab(_as_image(img, np), np)
+    xs = lab.reshape(-1, 3)
+    costs = []
+    for gmm in (res.background_model, res.foreground_model):  # labels 0, 1
+        nll = _neg_log_mixture(_component_loglik(xs, gmm, np), np)
+        costs.append(np.rint(np.minimum(nll, 1e6) * 64.0).reshape(img.shape[:2]))
+    unary = np.stack(costs, axis=-1).astype(np.int64)
+    x, y, w, h = rect
+    fixed_bg = np.ones(img.shape[:2], bool)
+    fixed_bg[y : y + h, x : x + w] = False
+    fixed_bg = (fixed_bg | bg) & ~fg
+    huge = 10**12
+    unary[fixed_bg] = (0, huge)
+    unary[fg] = (huge, 0)
+    weights = _smoothness(lab, smoothness, np, planes)
+    free = np.flatnonzero(~(fixed_bg | fg))
+    assert free.size <= 10
+    base = fg.astype(np.uint8).reshape(-1)
+    best = None
+    for bits in np.ndindex(*([2] * free.size)):
+        labels = base.copy()
+        labels[free] = bits
+        e = direct_energy(unary, labels.reshape(img.shape[:2]), weights=weights)
+        best = e if best is None else min(best, e)
+    return best, direct_energy(unary, res.mask, weights=weights)
+
+
+@pytest.mark.parametrize("planes", [4, 8])
+@pytest.mark.parametrize("smoothness", [50.0, 2e4, 1e5, "largest"])
+def test_grabcut_hard_constraints_at_large_smoothness(planes, smoothness):
+    """Scribbles and the outside of the box stay hard constraints whatever the
+    accepted smoothness (a fixed cost of 2**24 gave way from about 6.6e4 with 4
+    neighbours, 3.9e4 with 8): one cut's mask and energy are the minimum over the
+    labellings that keep them."""
+    from vision_cuts._validate import INT32_MAX
+    from vision_cuts.segmentation import _smoothness_limit
+
+    if smoothness == "largest":
+        smoothness = float(_smoothness_limit(planes, INT32_MAX))
+    img, rect, fg, bg = _flat_scene()
+    res = grabcut(
+        img, rect=rect, foreground=fg, background=bg, iterations=1, components=2,
+        smoothness=smoothness, connectivity=planes, backend="cpu",
+    )  # fmt: skip
+    assert res.iterations == 1
+    assert res.mask[fg].all() and not res.mask[bg].any()
+    outside = np.ones(fg.shape, bool)
+    outside[1:4, 1:5] = False
+    assert not res.mask[outside].any()
+    best, got = _constrained_minimum(img, rect, fg, bg, res, smoothness, planes)
+    assert got == best == res.energy
+
+
+@pytest.mark.parametrize("planes", [4, 8])
+def test_grabcut_fixed_cost(rng, planes):
+    """The fixed pixels' cost: 2**24 (as before, and the device path's) while every
+    pixel's weights add up to less; else 1 + the largest sum of a fixed pixel's
+    weights, which fits int32 up to the largest accepted smoothness."""
+    from vision_cuts._validate import INT32_MAX
+    from vision_cuts.segmentation import (
+        _fixed_cost,
+        _incident_bound,
+        _smoothness,
+        _smoothness_limit,
+        _window_weights,
+    )
+
+    assert _smoothness_limit(4, INT32_MAX) == 8380000  # as the docstring says
+    assert _smoothness_limit(8, INT32_MAX) == 4910000
+    img = rng.random((7, 9, 3)).astype(np.float32) * 50
+    img[:, :4] = 10.0  # flat: every weight there is its full 64 gamma / length
+    fixed = np.zeros((7, 9), bool)
+    fixed[3, 2] = fixed[0, 8] = True
+    window = (0, 7, 0, 9)
+    for gamma in (50.0, 1e4, 1e5, float(_smoothness_limit(planes, INT32_MAX))):
+        w = _window_weights(_smoothness(img, gamma, np, planes), window)
+        total = np.zeros((7, 9), np.int64)  # each pixel's pairs' weights, summed
+        for d, (dy, dx) in enumerate([(0, 1), (1, 0), (1, 1), (1, -1)][: len(w)]):
+            for y in range(7):
+                for x in range(9):
+                    if 0 <= y + dy < 7 and 0 <= x + dx < 9:
+                        total[y, x] += w[d, y, x]
+                        total[y + dy, x + dx] += w[d, y, x]
+        assert total.max() <= _incident_bound(gamma, planes)
+        got = _fixed_cost(w, fixed, np)
+        assert got == max(1 << 24, 1 + int(total[fixed].max()))
+        assert got <= INT32_MAX
+        if gamma <= 1e4:
+            assert got == 1 << 24
 
 
 def test_grabcut_backends_agree(backend):
@@ -468,3 +674,33 @@ def test_grabcut_gpu_boxes_scribbles_and_refinement():
     # a CPU refinement of a device result (its models are CuPy arrays)
     third = grabcut(img, rect=RECT, background=more, init=first, backend="cpu")
     assert (third.mask == second.mask).mean() > 0.995
+
+
+@pytest.mark.gpu
+def test_grabcut_gpu_large_smoothness():
+    """The device path gives fixed pixels the host's cost (``_fixed_cost``): the
+    scribbles and the outside of the box hold at any accepted smoothness, and the
+    mask is the CPU's."""
+    from vision_cuts._validate import INT32_MAX
+    from vision_cuts.segmentation import _smoothness_limit
+
+    img, rect, fg, bg = _flat_scene()
+    outside = np.ones(fg.shape, bool)
+    outside[1:4, 1:5] = False
+    kw = {"rect": rect, "foreground": fg, "background": bg, "components": 2}
+    for planes in (4, 8):
+        for gamma in (1e5, float(_smoothness_limit(planes, INT32_MAX))):
+            res = grabcut(img, smoothness=gamma, connectivity=planes, iterations=1,
+                          backend="gpu", **kw)  # fmt: skip
+            assert res.mask[fg].all() and not res.mask[bg].any()
+            assert not res.mask[outside].any()
+    noisy = np.random.default_rng(1).integers(0, 256, (30, 30, 3), dtype=np.uint8)
+    fg = np.zeros((30, 30), bool)
+    bg = np.zeros((30, 30), bool)
+    fg[15, 15] = bg[5, 5] = True
+    kw = {"rect": (3, 3, 24, 24), "foreground": fg, "background": bg}
+    for gamma in (5e4, 1e5):
+        cpu = grabcut(noisy, smoothness=gamma, iterations=1, backend="cpu", **kw)
+        gpu = grabcut(noisy, smoothness=gamma, iterations=1, backend="gpu", **kw)
+        assert (gpu.mask == cpu.mask).mean() > 0.99  # (the models' float sums differ)
+        assert gpu.mask[fg].all() and not gpu.mask[bg].any()

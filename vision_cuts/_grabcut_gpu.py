@@ -195,7 +195,13 @@ def run(
     """
     from .grid import GridEnergy, grid_energy
     from .maxflow import _maxflow_warm
-    from .segmentation import _COST_SCALE, GaussianMixture, _host_model, log
+    from .segmentation import (
+        _COST_SCALE,
+        GaussianMixture,
+        _fixed_cost,
+        _host_model,
+        log,
+    )
 
     cp = _cp()
     fixed_bg, fixed_fg = fixed
@@ -212,6 +218,9 @@ def run(
     trimap = cp.asarray(fixed_bg.astype(np.uint8) + 2 * fixed_fg.astype(np.uint8))
     r0, r1, c0, c1 = window
     arcs = residual = None
+    crop_w = window_weights(weights, window)
+    # the wrong label's cost of a fixed pixel: above all its smoothness weights
+    big = _fixed_cost(crop_w, trimap[r0:r1, c0:c1] != 0, cp) if r1 > r0 else 0
     foreground = int(np.count_nonzero(labels))
     made, energy = 0, 0
     for it in range(int(iterations)):
@@ -221,13 +230,11 @@ def run(
         if r1 == r0:  # nothing free: the constraints decide
             break
         acc = cp.zeros(3, dtype=cp.int64)  # constant, changed, foreground gained
-        src, snk = window_costs(nll_all, trimap, window, _COST_SCALE, 1 << 24, acc)
+        src, snk = window_costs(nll_all, trimap, window, _COST_SCALE, big, acc)
         if arcs is None:  # the arcs do not change between cuts (validated once)
             unary = cp.zeros((r1 - r0, c1 - c0, 2), dtype=cp.int32)
             arcs = grid_energy(
-                unary,
-                weights=window_weights(weights, window),
-                connectivity=2 * len(weights),
+                unary, weights=crop_w, connectivity=2 * len(weights)
             ).edges
         cut, residual = _maxflow_warm(GridEnergy._trusted(src, snk, arcs, 0), residual)
         apply_cut(lab_dev, cut.labels, window, acc)

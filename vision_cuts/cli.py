@@ -195,17 +195,6 @@ def _load_mask(path: str | None, shape: tuple, what: str):
     return m > 0
 
 
-def _default_rect(w: int, h: int) -> tuple[int, int, int, int]:
-    """The central box of ``segment`` without --rect, --fg or --bg (at least 1 px)."""
-    if w * h < 2:
-        raise SystemExit(
-            f"error: the image is {w}x{h} pixels, too small for the default box, "
-            "which must leave background around it; pass --rect x,y,w,h or --fg/--bg "
-            "scribbles"
-        )
-    return (w // 8, h // 16, max(1, w * 3 // 4), max(1, h * 7 // 8))
-
-
 class _Progress:
     """A one-line progress bar on stderr (only when it is a terminal, or verbose)."""
 
@@ -244,7 +233,9 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     bg = _load_mask(args.bg, (h, w), "background")
     rect = args.rect
     if rect is None and fg is None and bg is None:
-        rect = _default_rect(w, h)
+        from .segmentation import default_box
+
+        rect = default_box(w, h)
     progress = _Progress("grabcut", sys.stderr.isatty() or args.verbose)
     t0 = time.perf_counter()
     try:

@@ -499,9 +499,10 @@ def _segment_one(payload: tuple, **params: Any) -> list:
 
     item, rect = payload
     image = _read_rgb(item)
-    if rect is None:  # the CLI's default box: an eighth of the width left out a side
-        h, w = image.shape[:2]
-        rect = (w // 8, h // 16, w * 3 // 4, h * 7 // 8)
+    if rect is None:  # the CLI's default box
+        from .segmentation import default_box
+
+        rect = default_box(image.shape[1], image.shape[0])
     result = grabcut(image, rect=rect, **params)
     return [np.asarray(result.mask, dtype=np.uint8) * 255]
 

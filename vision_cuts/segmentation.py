@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
+from ._validate import INT32_MAX
 from .grid import (
     _arc_views,
     connectivity_planes,
@@ -81,6 +84,9 @@ def segment(
 
 _LOG2PI = float(np.log(2.0 * np.pi))
 _COST_SCALE = 64.0  # nats -> integer capacities: 1/64 nat resolution
+# A fixed pixel's cost of the wrong label: this, or more where the pixel's smoothness
+# weights add up to it (``_fixed_cost``; both backends).
+_FIXED_COST = 1 << 24
 _SRGB_TO_XYZ = np.array(
     [
         [0.412453, 0.357580, 0.180423],
@@ -156,18 +162,18 @@ def _as_image(image: Any, xp) -> Any:
     if min(image.shape[:2]) < 1:
         raise ValueError(f"image must not be empty, got shape {tuple(image.shape)}")
     kind = image.dtype.kind
-    if kind == "u" or kind == "i":
-        scale = (
-            255.0 / float(np.iinfo(image.dtype).max)
-            if image.dtype.itemsize > 1
-            else 1.0
-        )
-    elif kind == "f":
+    if image.dtype == np.uint8:
+        scale = 1.0
+    elif image.dtype == np.uint16:
+        scale = 255.0 / float(np.iinfo(np.uint16).max)
+    elif kind == "f" or kind == "b":
         scale = 255.0  # floating images in [0, 1]
-    elif kind == "b":
-        scale = 255.0
-    else:
-        raise TypeError(f"image must have a numeric dtype, got {image.dtype}")
+    else:  # wider integers have no range to scale from: 0..255 in int64 is common
+        raise TypeError(
+            f"image must have dtype uint8, uint16, float (values in [0, 1]) or bool, "
+            f"got {image.dtype}; convert it first (image.astype(np.uint8) for values "
+            f"in 0..255)"
+        )
     img = (to_numpy(image) if xp is np else xp.asarray(image)).astype(xp.float32)
     img = img * xp.float32(scale)
     if kind == "f" and not bool(xp.isfinite(img).all()):
@@ -187,18 +193,71 @@ def _as_scribble(mask: Any, name: str, shape: tuple) -> Any:
         raise ValueError(
             f"{name} must have the image's shape {shape}, got {tuple(mask.shape)}"
         )
-    return np.asarray(to_numpy(mask)).astype(bool)
+    m = np.asarray(to_numpy(mask))
+    if m.dtype == bool:
+        return m.copy()
+    if m.dtype.kind not in "iufc":
+        raise ValueError(
+            f"{name} must hold booleans or the numbers 0 and 1, got dtype {m.dtype}"
+        )
+    bad = (m != 0) & (m != 1)  # NaN too
+    if bool(bad.any()):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} must hold booleans or the numbers 0 and 1, got "
+            f"{int(bad.sum())} other value(s), the first {m[at].item()!r} at {at}"
+        )
+    return m != 0
+
+
+def _rect_entry(v: Any, rect: Any) -> int:
+    """One entry of ``rect`` as an int: integers, and floats of integral value."""
+    if getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+        v = v.item()  # NumPy scalars and 0-d arrays
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(
+            f"rect must be (x, y, width, height) integers, got {rect!r} (an entry "
+            f"of type {type(v).__name__})"
+        )
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    f = float(v)
+    if not (math.isfinite(f) and f.is_integer()):
+        raise ValueError(f"rect must be (x, y, width, height) integers, got {rect!r}")
+    return int(f)
+
+
+def default_box(width: int, height: int) -> tuple[int, int, int, int]:
+    """The box ``vision-cuts segment`` cuts without --rect or scribbles: the central
+    three quarters of the width and seven eighths of the height, at least 1 px, with
+    background around it. A ValueError for a picture too small to leave any."""
+    if width * height < 2:
+        raise ValueError(
+            f"the image is {width}x{height} pixels, too small for the default box, "
+            "which must leave background around it; pass --rect x,y,w,h or --fg/--bg "
+            "scribbles"
+        )
+    return (width // 8, height // 16, max(1, width * 3 // 4), max(1, height * 7 // 8))
 
 
 def _check_rect(rect: Any, shape: tuple) -> tuple[int, int, int, int] | None:
     if rect is None:
         return None
+    if isinstance(rect, (str, bytes)):
+        raise TypeError(
+            f"rect must be a sequence of (x, y, width, height) integers, got "
+            f"{type(rect).__name__} {rect!r}"
+        )
     try:
-        x, y, w, h = (int(v) for v in rect)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"rect must be (x, y, width, height) integers, got {rect!r}"
+        entries = list(rect)
+    except TypeError:
+        raise TypeError(
+            f"rect must be a sequence of (x, y, width, height) integers, got "
+            f"{type(rect).__name__}"
         ) from None
+    if len(entries) != 4:
+        raise ValueError(f"rect must be (x, y, width, height) integers, got {rect!r}")
+    x, y, w, h = (_rect_entry(v, rect) for v in entries)
     if w <= 0 or h <= 0:
         raise ValueError(f"rect width and height must be positive, got {rect!r}")
     rows, cols = shape
@@ -439,20 +498,87 @@ def _rgb_to_lab(img: Any, xp) -> Any:
     return lab
 
 
-def _check_grabcut_args(iterations, components, smoothness, init, shape) -> None:
-    """The scalar arguments of :func:`grabcut` and its ``init``."""
-    if not isinstance(iterations, (int, np.integer)) or iterations < 1:
+def _incident_bound(gamma: float, planes: int) -> int:
+    """An upper bound of the sum of the smoothness weights of a pixel's 4 or 8
+    neighbour pairs (``_smoothness`` rounds ``64 gamma exp(...) / length``, in
+    float32 on the image's backend: the relative margin covers that rounding)."""
+    g = gamma * _COST_SCALE * (1.0 + 1e-6)
+    lengths = [1.0] * 4 + [math.sqrt(2.0)] * (4 if planes == 8 else 0)
+    return sum(int(g / length) + 1 for length in lengths)
+
+
+def _smoothness_limit(planes: int, cost: int) -> int:
+    """The largest smoothness, rounded down to 3 significant digits, for which
+    ``1 + _incident_bound(smoothness, planes) <= cost``."""
+    per_unit = _COST_SCALE * (1.0 + 1e-6) * (4.0 + (2.0**1.5 if planes == 8 else 0.0))
+    raw = (cost - 1 - 2 * planes) / per_unit
+    step = 10 ** max(math.floor(math.log10(raw)) - 2, 0)
+    return int(raw // step) * step
+
+
+def _fixed_cost(crop_w: Any, fixed: Any, xp) -> int:
+    """The cost of the wrong label of the fixed pixels of a window's graph.
+
+    ``crop_w`` is the window's (D, h, w) smoothness weights (``_window_weights``),
+    ``fixed`` its (h, w) mask of pixels fixed by the rectangle or the scribbles.
+    Flipping a pixel changes the pairwise terms by at most the sum of its pairs'
+    weights, so a cost above that makes it a hard constraint: ``_FIXED_COST`` where
+    it is (always with the default smoothness), else 1 + the largest such sum of a
+    fixed pixel. Either gives the same minimum cuts wherever both respect the
+    constraints, and the same energy (a fixed pixel's cost is 0 on its label).
+    """
+    dirs = int(crop_w.shape[0])
+    if crop_w.size == 0 or 1 + 2 * dirs * int(crop_w.max()) <= _FIXED_COST:
+        return _FIXED_COST
+    total = xp.zeros(crop_w.shape[1:], dtype=xp.int64)
+    for d in range(dirs):
+        tail, head = _arc_views(2, 2 * d)
+        total[tail] += crop_w[d][tail]
+        total[head] += crop_w[d][tail]
+    need = 1 + int(xp.where(xp.asarray(fixed), total, 0).max())
+    return max(_FIXED_COST, need)
+
+
+def _check_grabcut_args(
+    iterations, components, smoothness, init, shape, planes, callback
+) -> None:
+    """The scalar arguments of :func:`grabcut`, its ``init`` and ``callback``."""
+    if (
+        isinstance(iterations, bool)
+        or not isinstance(iterations, (int, np.integer))
+        or iterations < 1
+    ):
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
-    if not isinstance(components, (int, np.integer)) or not 1 <= components <= 32:
+    if (
+        isinstance(components, bool)
+        or not isinstance(components, (int, np.integer))
+        or not 1 <= components <= 32
+    ):
         raise ValueError(
             f"components must be an integer in [1, 32], got {components!r}"
         )
-    if not (
-        isinstance(smoothness, (int, float))
-        and np.isfinite(smoothness)
-        and smoothness >= 0
+    if isinstance(smoothness, (bool, np.bool_)) or not isinstance(
+        smoothness, numbers.Real
     ):
         raise ValueError(f"smoothness must be a finite number >= 0, got {smoothness!r}")
+    try:
+        value = float(smoothness)
+    except OverflowError:  # an integer beyond float's range
+        value = math.inf if smoothness > 0 else -math.inf
+    if not (
+        value >= 0
+        and (math.isfinite(value) or isinstance(smoothness, numbers.Integral))
+    ):
+        raise ValueError(f"smoothness must be a finite number >= 0, got {smoothness!r}")
+    limit = _smoothness_limit(planes, INT32_MAX)
+    if value > limit:
+        raise ValueError(
+            f"smoothness must be <= {limit} with {planes} neighbours (a fixed "
+            f"pixel's cost must exceed all its smoothness weights together, in "
+            f"int32), got {smoothness!r}"
+        )
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     if init is not None and not isinstance(init, GrabCutResult):
         raise TypeError(f"init must be a GrabCutResult, got {type(init).__name__}")
     if init is not None and tuple(init.mask.shape) != shape:
@@ -562,7 +688,8 @@ def _grabcut_cpu(
     xs = img.reshape(-1, 3)
     r0, r1, c0, c1 = window
     crop_w = _window_weights(weights, window)
-    big = np.int32(1 << 24)
+    fixed_w = (fixed_bg | fixed_fg)[r0:r1, c0:c1]
+    big = np.int32(_fixed_cost(crop_w, fixed_w, np))  # hard constraints
     made, energy = 0, 0
     for it in range(int(iterations)):
         lab = labels.reshape(-1)
@@ -619,12 +746,15 @@ def grabcut(
     Parameters
     ----------
     image : ndarray, shape (M, N, 3), (M, N, 4) or (M, N)
-        RGB (alpha ignored) or grey picture; uint8, uint16 or float in [0, 1].
+        RGB (alpha ignored) or grey picture; uint8, uint16, float in [0, 1] or bool
+        (other integer dtypes: convert them first).
     rect : tuple of int, optional
         ``(x, y, width, height)`` box around the object: everything outside it is
-        background. Clipped to the image; it must overlap it.
+        background. Clipped to the image; it must overlap it. Integers (floats of
+        integral value too); no strings or bools.
     foreground, background : ndarray of bool, shape (M, N), optional
-        Scribbles: pixels that must be foreground / background (hard constraints).
+        Scribbles: pixels that must be foreground / background (hard constraints,
+        kept whatever the smoothness). Bool, or numbers that are all 0 or 1.
         Without ``rect``, both are needed (they seed the two colour models).
     iterations : int
         Graph cuts to make (>= 1); stops early once the mask no longer changes.
@@ -634,7 +764,8 @@ def grabcut(
         ``gamma``: weight of the contrast-sensitive term ``gamma exp(-beta |z_p -
         z_q|^2) / |p - q|`` between neighbours (>= 0). Default: GrabCut's 50 with 8
         neighbours; 120 with 4, which matches it per unit length of an axis-aligned
-        boundary (``50 (1 + sqrt(2)) = 121``).
+        boundary (``50 (1 + sqrt(2)) = 121``). At most 4910000 with 8 neighbours,
+        8380000 with 4 (the int32 capacities).
     connectivity : {4, 8}
         The neighbourhood of the smoothness term, on either backend: 8 (default) is
         GrabCut's as published (diagonals weighted ``1 / sqrt(2)``, less
@@ -647,7 +778,8 @@ def grabcut(
         A previous result to refine (the interactive loop): its mask and colour models
         are the starting point, and ``rect`` / scribbles add constraints.
     callback : callable, optional
-        Called as ``callback(iteration, iterations)`` after each cut (progress).
+        Called as ``callback(iteration, iterations)`` after each cut (progress);
+        checked to be callable up front.
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
@@ -663,9 +795,10 @@ def grabcut(
     Raises
     ------
     ValueError, TypeError
-        Bad image, rectangle, scribbles or parameters; no background to learn from
-        (a rectangle covering the whole image without background scribbles); a pixel
-        marked both foreground and background.
+        Bad image (TypeError for a dtype other than those above), rectangle,
+        scribbles or parameters; a smoothness above its limit; no background to
+        learn from (a rectangle covering the whole image without background
+        scribbles); a pixel marked both foreground and background.
 
     Notes
     -----
@@ -679,6 +812,8 @@ def grabcut(
     :func:`vision_cuts.maxflow_grid` (costs quantised to 1/64 nat). Pixels fixed by
     the rectangle or the scribbles are cut out of the graph: only the bounding box of
     the free pixels (plus a one-pixel border) is solved, which gives the same minimum.
+    A fixed pixel's wrong label costs more than its smoothness weights add up to
+    (``2**24``, or 1 + the largest such sum), so the minimum is the constrained one.
 
     References
     ----------
@@ -694,7 +829,9 @@ def grabcut(
     img = _rgb_to_lab(img, xp)  # the colour models' and contrast term's space
     rows, cols = img.shape[:2]
     shape = (rows, cols)
-    _check_grabcut_args(iterations, components, smoothness, init, shape)
+    _check_grabcut_args(
+        iterations, components, smoothness, init, shape, planes, callback
+    )
     box = _check_rect(rect, shape)
     fg = _as_scribble(foreground, "foreground", shape)
     bg = _as_scribble(background, "background", shape)
