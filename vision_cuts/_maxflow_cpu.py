@@ -536,7 +536,10 @@ def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
     is compiled without numba's reference counting (``_nrt=False``; it allocates
     nothing): with it, every inlined helper's array arguments were counted in and
     out inside the loop, and the search took 25-30 % longer than in one body (with
-    plain calls too); without it, 5-8 % less than that one body.
+    plain calls too; CPU time on 2 cores). Without it, the same or less than that
+    one body (16-core host, wall time, medians of four alternated passes: grid
+    energies 0-6 % less, 5 % in sum; the swap and expansion moves' graphs 22 / 15 %;
+    `benchmarks/results_h200host_cpu_bk_split_ab.json`).
     """
     S = _stride(off, K)
     TS = K + 1
