@@ -539,7 +539,7 @@ def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
     plain calls too; CPU time on 2 cores). Without it, the same or less than that
     one body (16-core host, wall time, medians of four alternated passes: grid
     energies 0-6 % less, 5 % in sum; the swap and expansion moves' graphs 22 / 15 %;
-    `benchmarks/results_h200host_cpu_bk_split_ab.json`).
+    ``benchmarks/results_h200host_cpu_bk_split_ab.json``).
     """
     S = _stride(off, K)
     TS = K + 1
