@@ -20,6 +20,16 @@ from vision_cuts.cli import main
 cv2 = pytest.importorskip("cv2")
 
 
+def command_inputs(command, image, pair, dimacs) -> list:
+    """The positional inputs (and required options) of a subcommand."""
+    return {
+        "segment": [image],
+        "stereo": [*pair, "--max-disparity", "4"],
+        "flow": [*pair],
+        "maxflow": [dimacs],
+    }[command]
+
+
 def run(argv, capsys) -> tuple[int, str, str]:
     """``(exit status, stdout, stderr)`` of ``vision-cuts ARGV``, in process."""
     try:
@@ -169,12 +179,7 @@ def test_flow_pair_bad_outputs(option, name, words, pair, tmp_path, capsys):
     ],
 )
 def test_empty_output_name(command, option, image, pair, dimacs, capsys):
-    inputs = {
-        "segment": [image],
-        "stereo": [*pair, "--max-disparity", "4"],
-        "flow": [*pair],
-        "maxflow": [dimacs],
-    }[command]
+    inputs = command_inputs(command, image, pair, dimacs)
     rc, _, err = run([command, *inputs, "--backend", "cpu", option, ""], capsys)
     flag = "-o/--output" if option == "-o" else option
     assert_error(rc, err, flag, "needs a file name")
@@ -197,12 +202,7 @@ def test_many_file_output_must_be_a_folder(image, tmp_path, capsys):
 # ------------------------------------------------------------ D15: --backend gpu
 @pytest.mark.parametrize("command", ["segment", "stereo", "flow", "maxflow"])
 def test_backend_gpu_without_gpu(command, no_gpu, image, pair, dimacs, capsys):
-    inputs = {
-        "segment": [image],
-        "stereo": [*pair, "--max-disparity", "4"],
-        "flow": [*pair],
-        "maxflow": [dimacs],
-    }[command]
+    inputs = command_inputs(command, image, pair, dimacs)
     rc, _, err = run([command, *inputs, "--backend", "gpu"], capsys)
     assert_error(rc, err, "backend='gpu'", "CuPy is not installed")
 
