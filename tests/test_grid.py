@@ -727,3 +727,14 @@ def test_masked_arrays_are_refused_on_the_gpu_path():
     with pytest.raises(TypeError, match="source must be a plain array"):
         maxflow_grid(cap, np.ones((2, 3), np.int32), np.ones((4, 2, 3), np.int32),
                      backend="gpu")  # fmt: skip
+
+
+def test_scaled_beyond_float64_is_an_error():
+    """A float times scale beyond float64 is a ValueError naming the input, not an
+    OverflowError from an infinite value."""
+    big = np.full((3, 4), 1e308)
+    one = np.ones((3, 4))
+    with pytest.raises(ValueError, match=r"source times scale \(10.0\) must be a fin"):
+        grid_graph(big, one, np.ones((4, 3, 4)), scale=10)
+    with pytest.raises(ValueError, match=r"unary times scale \(10.0\) must be a fin"):
+        grid_energy(np.full((3, 4, 2), 1e308), weights=np.ones((2, 3, 4)), scale=10)

@@ -45,6 +45,20 @@ def check_scale(scale: Any) -> float | None:
     return value
 
 
+def _scaled(a: Any, scale: float, name: str, xp) -> Any:
+    """``round(a * scale)`` in float64; a product beyond float64 (infinite) is a
+    ValueError naming ``name`` and the value before scaling."""
+    with np.errstate(over="ignore"):
+        out = xp.rint(a.astype(np.float64) * float(scale))
+    if out.size and not bool(xp.isfinite(out).all()):
+        bad = first_index(~xp.isfinite(out))
+        raise ValueError(
+            f"{name} times scale ({scale!r}) must be a finite number, got {a[bad]!r} "
+            f"at index {bad}: reduce the costs or the scale"
+        )
+    return out
+
+
 def check_grid_shape(shape: tuple, name: str) -> None:
     """A grid is 2-D (rows, columns) or 3-D (slices, rows, columns)."""
     if len(shape) not in (2, 3):
@@ -91,7 +105,7 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
         if not bool(xp.isfinite(a).all()):
             bad = first_index(~xp.isfinite(a))
             raise ValueError(f"{name} must be finite, got {a[bad]!r} at index {bad}")
-        a = xp.rint(a.astype(np.float64) * float(scale))
+        a = _scaled(a, scale, name, xp)
     elif kind in "iu":
         if scale is not None and scale != 1:
             if a.size and a.dtype.kind == "i" and bool((a < 0).any()):
@@ -101,7 +115,7 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
                 )
             # in float64: exact wherever the result can fit int32 (the check below),
             # and no int64 product to wrap
-            a = xp.rint(a.astype(np.float64) * float(scale))
+            a = _scaled(a, scale, name, xp)
     elif kind == "b":
         raise TypeError(
             f"{name} must have an integer dtype (int32 preferred), got bool"

@@ -31,6 +31,7 @@ import numpy as np
 from ._backend import is_cupy_array
 from ._validate import (
     INT32_MAX,
+    _scaled,
     as_capacity,
     check_grid_shape,
     check_scale,
@@ -338,7 +339,7 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
         if a.size and not bool(xp.isfinite(a).all()):
             bad = first_index(~xp.isfinite(a))
             raise ValueError(f"{name} must be finite, got {a[bad]!r} at index {bad}")
-        a = xp.rint(a.astype(np.float64) * float(scale))
+        a = _scaled(a, scale, name, xp)
     elif a.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype, got {a.dtype}")
     if a.size:
