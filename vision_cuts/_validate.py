@@ -53,8 +53,8 @@ def _scaled(a: Any, scale: float, name: str, xp) -> Any:
     if out.size and not bool(xp.isfinite(out).all()):
         bad = first_index(~xp.isfinite(out))
         raise ValueError(
-            f"{name} times scale ({scale!r}) must be a finite number, got {a[bad]!r} "
-            f"at index {bad}: reduce the costs or the scale"
+            f"{name} times scale ({scale!r}) must be a finite number, got "
+            f"{a[bad].item()!r} at index {bad}: reduce the costs or the scale"
         )
     return out
 
@@ -104,7 +104,9 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
             )
         if not bool(xp.isfinite(a).all()):
             bad = first_index(~xp.isfinite(a))
-            raise ValueError(f"{name} must be finite, got {a[bad]!r} at index {bad}")
+            raise ValueError(
+                f"{name} must be finite, got {a[bad].item()!r} at index {bad}"
+            )
         a = _scaled(a, scale, name, xp)
     elif kind in "iu":
         if scale is not None and scale != 1:

@@ -338,7 +338,9 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
             )
         if a.size and not bool(xp.isfinite(a).all()):
             bad = first_index(~xp.isfinite(a))
-            raise ValueError(f"{name} must be finite, got {a[bad]!r} at index {bad}")
+            raise ValueError(
+                f"{name} must be finite, got {a[bad].item()!r} at index {bad}"
+            )
         a = _scaled(a, scale, name, xp)
     elif a.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype, got {a.dtype}")
@@ -567,7 +569,7 @@ def _pairwise_terms(
             if wa.size and not bool(xp.isfinite(wa).all()):
                 bad = first_index(~xp.isfinite(wa))
                 raise ValueError(
-                    f"weights must be finite, got {wa[bad]!r} at index {bad}"
+                    f"weights must be finite, got {wa[bad].item()!r} at index {bad}"
                 )
             pairwise = wa.astype(np.float64)[..., None, None] * pf.astype(np.float64)
             name = "pairwise x weights"

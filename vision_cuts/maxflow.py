@@ -23,7 +23,11 @@ class MinCut(NamedTuple):
         Exact maximum-flow value (= capacity of the minimum cut).
     labels : ndarray of uint8, grid shape
         Minimum cut: 1 = sink side (``x_p = 1``), 0 = source side. Same array kind
-        (NumPy / CuPy) as the input.
+        (NumPy / CuPy) as the input. Where several minimum cuts exist (nodes that
+        neither the source reaches nor the sink is reached from, in the final
+        residual graph), the backends choose differently, both exactly: the CPU
+        gives the smallest source side (0 only where the source reaches), the GPU
+        the smallest sink side (1 only where the sink is reached).
     stats : dict
         Solver statistics: ``backend``, ``time_s`` and solver-specific counters.
     """

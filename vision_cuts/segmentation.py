@@ -58,7 +58,8 @@ def segment(
     -------
     labels : ndarray of uint8, grid shape
         1 = foreground (sink side), 0 = background; the exact global minimum of E
-        (the same array kind as ``unary``).
+        (the same array kind as ``unary``). Where E has several minima, the CPU and
+        the GPU may return different ones (:class:`vision_cuts.MinCut` says which).
     """
     given = [a for a in (unary, weights, pairwise) if a is not None]
     on_device = resolve_backend(backend, unary) == "gpu" and all(
