@@ -738,3 +738,20 @@ def test_scaled_beyond_float64_is_an_error():
         grid_graph(big, one, np.ones((4, 3, 4)), scale=10)
     with pytest.raises(ValueError, match=r"unary times scale \(10.0\) must be a fin"):
         grid_energy(np.full((3, 4, 2), 1e308), weights=np.ones((2, 3, 4)), scale=10)
+
+
+@pytest.mark.parametrize(
+    "backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+)
+def test_ndarray_subclasses_as_capacities(backend, tmp_path):
+    """A memmap or np.matrix beside plain arrays is a NumPy array like the others,
+    on both backends (the device path compared exact array types)."""
+    s = np.ones((3, 4), np.int32)
+    e = np.ones((4, 3, 4), np.int32)
+    mm = np.memmap(tmp_path / "e.bin", dtype=np.int32, mode="w+", shape=e.shape)
+    mm[:] = 1
+    want = maxflow_grid(s, s, e, backend="cpu").flow
+    assert maxflow_grid(s, s, mm, backend=backend).flow == want
+    with pytest.warns(PendingDeprecationWarning):  # (NumPy's, on np.matrix)
+        m = np.asmatrix(s)
+    assert maxflow_grid(m, m, e, backend=backend).flow == want

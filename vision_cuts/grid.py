@@ -284,7 +284,7 @@ def _check_capacity_shapes(source: Any, sink: Any, edges: Any) -> int:
             f"neighbourhoods of a {ndim}-D grid) and grid {tuple(source.shape)}, got "
             f"{tuple(edges.shape)}"
         )
-    if type(source) is not type(sink) or type(source) is not type(edges):
+    if len({is_cupy_array(a) for a in (source, sink, edges)}) > 1:
         raise TypeError(
             "source, sink and edges must all be NumPy or all be CuPy arrays"
         )

@@ -118,6 +118,7 @@ def maxflow_grid(
                 f"got energy={type(energy).__name__}, sink={type(sink).__name__}, "
                 f"edges={type(edges).__name__}"
             )
+        energy, sink, edges = (_plain(a) for a in (energy, sink, edges))
         if _checked_on_device(energy, sink, edges, scale, backend):
             from ._maxflow_gpu import maxflow_grid_gpu
 
@@ -184,6 +185,15 @@ def _warm_graph(source: Any, sink: Any, edges: Any, residual: Any) -> tuple | No
     if big > INT32_MAX:
         return None
     return s2.astype(xp.int32), t2.astype(xp.int32), offset
+
+
+def _plain(a: Any) -> Any:
+    """An ndarray subclass (memmap, matrix) as a plain ndarray view, as the host
+    checks take it; masked arrays stay (the checks refuse them, naming the array)."""
+    if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
+        if not isinstance(a, np.ma.MaskedArray):
+            return np.asarray(a)
+    return a
 
 
 def _checked_on_device(
