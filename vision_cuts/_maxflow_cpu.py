@@ -265,6 +265,16 @@ def _orphan(st, fl, v, orph, ohead):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def _pop(ring, head):
+    """The entry at ``head`` of a ring buffer and the next head."""
+    v = ring[head]
+    head += 1
+    if head == ring.shape[0]:
+        head = 0
+    return v, head
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def _next_active(st, FL, S, queue, qhead, qlen, cur):
     """The node to grow from: ``cur`` while it is still in a tree, else the first
     queued node that is. Returns (node or -1, qhead, qlen, cur)."""
@@ -273,12 +283,8 @@ def _next_active(st, FL, S, queue, qhead, qlen, cur):
         i = cur
     else:
         cur = -1
-        qcap = queue.shape[0]
         while qlen > 0:
-            c = queue[qhead]
-            qhead += 1
-            if qhead == qcap:
-                qhead = 0
+            c, qhead = _pop(queue, qhead)
             qlen -= 1
             cb = c * S + FL
             st[cb] &= ~4
@@ -472,12 +478,8 @@ def _adopt(st, off, K, S, now, orph, ohead, olen, walk, queue, qtail, qlen):
     TS = K + 1
     DI = K + 2
     FL = K + 3
-    ocap = orph.shape[0]
     while olen > 0:
-        o = orph[ohead]
-        ohead += 1
-        if ohead == ocap:
-            ohead = 0
+        o, ohead = _pop(orph, ohead)
         olen -= 1
         ob = o * S
         to = st[ob + FL] & 3
