@@ -12,7 +12,14 @@ import numpy as np
 
 from ._backend import is_cupy_array
 
-__all__ = ["INT32_MAX", "as_capacity", "check_grid_shape", "check_scale", "first_index"]
+__all__ = [
+    "INT32_MAX",
+    "as_capacity",
+    "check_grid_shape",
+    "check_scale",
+    "first_index",
+    "regular_array",
+]
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -59,6 +66,25 @@ def _scaled(a: Any, scale: float, name: str, xp) -> Any:
     return out
 
 
+def regular_array(a: Any, name: str) -> Any:
+    """Lists and tuples as a NumPy array; a ragged nesting is a ValueError naming
+    ``name`` (NumPy's own message names no parameter), a masked array a TypeError
+    (its mask would be dropped). Anything else as it is."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} must be a plain array, got a masked array: fill the masked "
+            "entries first (a.filled(0))"
+        )
+    if isinstance(a, (list, tuple)):
+        try:
+            return np.asarray(a)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"{name} must be a regular (rectangular) array of numbers: {exc}"
+            ) from None
+    return a
+
+
 def check_grid_shape(shape: tuple, name: str) -> None:
     """A grid is 2-D (rows, columns) or 3-D (slices, rows, columns)."""
     if len(shape) not in (2, 3):
@@ -75,19 +101,10 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
     the nearest integer). Anything else is a TypeError; negative, NaN, infinite or too
     large values are a ValueError naming the first offender.
     """
-    if isinstance(a, np.ma.MaskedArray):  # its mask would be silently dropped
-        raise TypeError(
-            f"{name} must be a plain array, got a masked array: fill the masked "
-            "entries first (a.filled(0))"
-        )
+    a = regular_array(a, name)
     if not (is_cupy_array(a) or isinstance(a, np.ndarray)):
-        if isinstance(a, (list, tuple, int, float)):
-            try:
-                a = np.asarray(a)
-            except (ValueError, TypeError) as exc:  # ragged nesting and the like
-                raise ValueError(
-                    f"{name} must be a regular (rectangular) array of numbers: {exc}"
-                ) from None
+        if isinstance(a, (int, float)):
+            a = np.asarray(a)
         else:
             raise TypeError(
                 f"{name} must be a NumPy or CuPy array, got {type(a).__name__}"

@@ -36,6 +36,7 @@ from ._validate import (
     check_grid_shape,
     check_scale,
     first_index,
+    regular_array,
 )
 from .exceptions import NonSubmodularError
 
@@ -329,7 +330,7 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
     """``a`` as int64 costs, quantised by ``scale``; values beyond +-COST_MAX (after
     scaling) are a ValueError naming ``name`` rather than a wrapped int64."""
     scale = check_scale(scale)
-    a = xp.asarray(_regular(a, name))
+    a = xp.asarray(regular_array(a, name))
     if a.dtype.kind == "f" or (a.dtype.kind in "iu" and scale not in (None, 1)):
         if a.dtype.kind == "f" and scale is None:
             raise TypeError(
@@ -357,25 +358,6 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
                 f"{value} at index {bad}: reduce the costs (or the scale)"
             )
     return a.astype(np.int64, copy=False)
-
-
-def _regular(a: Any, name: str) -> Any:
-    """Lists and tuples as a NumPy array; a ragged nesting is a ValueError naming
-    ``name`` (NumPy's own message names no parameter), a masked array a TypeError
-    (its mask would be dropped)."""
-    if isinstance(a, np.ma.MaskedArray):
-        raise TypeError(
-            f"{name} must be a plain array, got a masked array: fill the masked "
-            "entries first (a.filled(0))"
-        )
-    if isinstance(a, (list, tuple)):
-        try:
-            return np.asarray(a)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(
-                f"{name} must be a regular (rectangular) array of numbers: {exc}"
-            ) from None
-    return a
 
 
 def _exact_sum(a: Any) -> int:
@@ -461,8 +443,8 @@ def grid_energy(
         # the symmetric weight form from integer arrays: one pass (numba on the
         # host, a kernel on the device) instead of the array expression below
         # (converted once: the array expression below takes the same arrays)
-        unary = xp.asarray(_regular(unary, "unary"))
-        weights = xp.asarray(_regular(weights, "weights"))
+        unary = xp.asarray(regular_array(unary, "unary"))
+        weights = xp.asarray(regular_array(weights, "weights"))
         if _one_pass_dtype(unary, xp) and _one_pass_dtype(weights, xp):
             return _potts_energy_one_pass(unary, weights, connectivity, xp)
     u = _as_cost(unary, "unary", scale, xp)
