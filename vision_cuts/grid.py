@@ -326,9 +326,10 @@ def _check_capacities(
 COST_MAX = 2**62
 
 
-def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
-    """``a`` as int64 costs, quantised by ``scale``; values beyond +-COST_MAX (after
-    scaling) are a ValueError naming ``name`` rather than a wrapped int64."""
+def _as_cost(a: Any, name: str, scale: float | None, xp) -> tuple[Any, int]:
+    """``a`` as int64 costs, quantised by ``scale``, and the largest magnitude among
+    them (0 for an empty array); values beyond +-COST_MAX (after scaling) are a
+    ValueError naming ``name`` rather than a wrapped int64."""
     scale = check_scale(scale)
     a = xp.asarray(regular_array(a, name))
     if a.dtype.kind == "f" or (a.dtype.kind in "iu" and scale not in (None, 1)):
@@ -345,9 +346,11 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
         a = _scaled(a, scale, name, xp)
     elif a.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype, got {a.dtype}")
+    bound = 0
     if a.size:
-        lo, hi = a.min(), a.max()
-        if int(hi) >= COST_MAX or int(lo) <= -COST_MAX:
+        lo, hi = int(a.min()), int(a.max())
+        bound = max(-lo, hi)
+        if hi >= COST_MAX or lo <= -COST_MAX:
             over = (a >= COST_MAX) | (a <= -COST_MAX)
             bad = first_index(over)
             value = int(a[bad])
@@ -357,7 +360,7 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> Any:
                 f"{name} must lie strictly between -2**62 and 2**62 ({COST_MAX}), got "
                 f"{value} at index {bad}: reduce the costs (or the scale)"
             )
-    return a.astype(np.int64, copy=False)
+    return a.astype(np.int64, copy=False), bound
 
 
 def _exact_sum(a: Any) -> int:
@@ -447,20 +450,17 @@ def grid_energy(
         weights = xp.asarray(regular_array(weights, "weights"))
         if _one_pass_dtype(unary, xp) and _one_pass_dtype(weights, xp):
             return _potts_energy_one_pass(unary, weights, connectivity, xp)
-    u = _as_cost(unary, "unary", scale, xp)
+    u, umax = _as_cost(unary, "unary", scale, xp)
     grid, D = _grid_and_directions(u, connectivity)
     ndim = len(grid)
     if pairwise is None:
         if weights is None:
             raise ValueError("give pairwise and/or weights: neither was given")
-        w = _as_cost(weights, "weights", scale, xp)
+        w, _ = _as_cost(weights, "weights", scale, xp)
         _check_weights_shape(w, grid, D)
         return _potts_energy(u, w, xp)
-    pw, w = _pairwise_terms(pairwise, weights, scale, grid, D, xp)
+    (pw, pmax), (w, wmax) = _pairwise_terms(pairwise, weights, scale, grid, D, xp)
     # every int64 value below is a sum of a few of these: bound them so that none wraps
-    umax = max(-int(u.min()), int(u.max())) if u.size else 0
-    pmax = max(-int(pw.min()), int(pw.max())) if pw.size else 0
-    wmax = max(-int(w.min()), int(w.max())) if w is not None and w.size else 1
     if umax + 8 * D * pmax * wmax >= 2**62:
         raise ValueError(
             f"unary, pairwise and weights are too large for exact int64 arithmetic: "
@@ -530,12 +530,13 @@ def grid_energy(
 
 def _pairwise_terms(
     pairwise: Any, weights: Any, scale: Any, grid: tuple, D: int, xp
-) -> tuple[Any, Any]:
-    """``pairwise`` and ``weights`` as int64 costs: (pw, w or None). Floating weights
+) -> tuple[tuple[Any, int], tuple[Any, int]]:
+    """``pairwise`` and ``weights`` as int64 costs, each with its largest magnitude:
+    ((pw, pmax), (w, wmax)), where w is None (wmax 1) without weights. Floating weights
     are folded into per-edge matrices ``w * V`` first, then quantised with ``scale``
     like the rest (the terms ``w (B + C - A - D)`` and the others are rounded once,
     not ``w`` and ``V`` apart)."""
-    w = None
+    w, wmax = None, 1
     if weights is not None:
         wa = xp.asarray(weights)
         if wa.dtype.kind == "f" and scale is not None:
@@ -556,18 +557,19 @@ def _pairwise_terms(
             pairwise = wa.astype(np.float64)[..., None, None] * pf.astype(np.float64)
             name = "pairwise x weights"
         else:
-            w = _as_cost(weights, "weights", None, xp)
+            w, wmax = _as_cost(weights, "weights", None, xp)
+            wmax = wmax if w.size else 1
             _check_weights_shape(w, grid, D)
             name = "pairwise"
     else:
         name = "pairwise"
-    pw = _as_cost(pairwise, name, scale, xp)
+    pw, pmax = _as_cost(pairwise, name, scale, xp)
     if tuple(pw.shape) not in ((2, 2), (D, *grid, 2, 2)):
         raise ValueError(
             f"pairwise must have shape (2, 2) or (D, *grid, 2, 2) = "
             f"{(D, *grid, 2, 2)}, got {tuple(pw.shape)}"
         )
-    return pw, w
+    return (pw, pmax), (w, wmax)
 
 
 def _grid_and_directions(u: Any, connectivity: Any) -> tuple[tuple, int]:
