@@ -15,7 +15,10 @@ from ._backend import is_cupy_array
 __all__ = [
     "INT32_MAX",
     "as_capacity",
+    "check_flag",
     "check_grid_shape",
+    "check_int",
+    "check_number",
     "check_scale",
     "first_index",
     "regular_array",
@@ -50,6 +53,55 @@ def check_scale(scale: Any) -> float | None:
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     return value
+
+
+def check_int(value: Any, name: str, low: int | None = None,
+              high: int | None = None) -> int:
+    """``value`` as a Python int: an integer (Python or NumPy, not a bool, not a
+    float) within ``[low, high]`` where those are given."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r} "
+                        f"({type(value).__name__})")
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        want = (f"in [{low}, {high}]" if low is not None and high is not None
+                else f">= {low}" if low is not None else f"<= {high}")
+        raise ValueError(f"{name} must be an integer {want}, got {v}")
+    return v
+
+
+def check_number(value: Any, name: str, low: float | None = None,
+                 high: float | None = None, *, above: bool = False) -> float:
+    """``value`` as a finite Python float: a real number (Python or NumPy, not a
+    bool, not a string) within ``[low, high]``, or ``(low, high]`` with ``above``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"{name} must be a number, got {value!r} "
+                        f"({type(value).__name__})")
+    v = float(value)
+    bad = not np.isfinite(v)
+    if low is not None:
+        bad = bad or (v <= low if above else v < low)
+    if high is not None:
+        bad = bad or v > high
+    if bad:
+        lo = "" if low is None else (f" > {low}" if above else f" >= {low}")
+        hi = "" if high is None else f" <= {high}"
+        join = " and" if lo and hi else ""
+        raise ValueError(f"{name} must be a finite number{lo}{join}{hi}, got {value!r}")
+    return v
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """``value`` as a bool: True, False, a NumPy bool, or the integers 0 and 1 (not
+    a string, not None)."""
+    if not isinstance(value, (bool, np.bool_)) and not (
+        isinstance(value, (int, np.integer)) and value in (0, 1)
+    ):
+        raise TypeError(f"{name} must be True or False, got {value!r} "
+                        f"({type(value).__name__})")
+    return bool(value)
 
 
 def _scaled(a: Any, scale: float, name: str, xp) -> Any:
