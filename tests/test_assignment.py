@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 from vision_cuts import (
@@ -347,7 +348,12 @@ def test_batched_agrees_with_single(rng):
             r"cost must have a real numeric dtype.*object",
         ),
         (linear_sum_assignment, None, TypeError, r"cost must be an array.*None"),
-        (linear_sum_assignment, [[1, 2], [3]], ValueError, r"cost must be a rectang"),
+        (
+            linear_sum_assignment,
+            [[1, 2], [3]],
+            ValueError,
+            r"cost must be a regular \(rectangular\) array",
+        ),
         (
             linear_sum_assignment_batched,
             np.zeros((3, 3)),
@@ -401,6 +407,81 @@ def test_batched_agrees_with_single(rng):
 def test_bad_inputs(fn, arg, exc, match):
     with pytest.raises(exc, match=match):
         fn(arg)
+
+
+@pytest.mark.parametrize("fn", [linear_sum_assignment, linear_sum_assignment_batched])
+@pytest.mark.parametrize(
+    ("arg", "exc", "match"),
+    [
+        (
+            np.ma.masked_array([[1, 100], [100, 1]], mask=[[1, 0], [0, 1]]),
+            TypeError,
+            r"must be a plain array, got a masked array",
+        ),
+        (
+            np.array([["1e400", "1"], ["1", "2"]]).astype(np.longdouble),
+            ValueError,
+            r"within float64's range .*1e\+?400.* at index \(0, 0",
+        ),
+        ([[2**70, 1], [1, 2]], TypeError, r"got object \(the list given holds Python"),
+    ],
+)
+def test_bad_values(fn, arg, exc, match):
+    """Masked entries are not dropped, wider floats are not cut to inf, and integers
+    beyond int64 are named for what they are."""
+    if fn is linear_sum_assignment_batched:  # a stack of one
+        arg = [arg] if isinstance(arg, list) else arg[None]
+    with pytest.raises(exc, match=match):
+        fn(arg)
+
+
+@pytest.mark.parametrize("fn", [linear_sum_assignment, linear_sum_assignment_batched])
+def test_sparse_cost_is_refused(fn):
+    with pytest.raises(TypeError, match=r"must be a dense array, got the sparse csr"):
+        fn(scipy.sparse.csr_array(np.eye(2)))
+
+
+@pytest.mark.parametrize("fn", [linear_sum_assignment, linear_sum_assignment_batched])
+@pytest.mark.parametrize(
+    ("kw", "value"),
+    [("maximize", "False"), ("maximize", np.array([True, False])),
+     ("maximize", None), ("return_stats", "no"), ("return_stats", 2)],
+)
+def test_flags_are_checked(fn, kw, value):
+    cost = np.eye(2) if fn is linear_sum_assignment else np.eye(2)[None]
+    with pytest.raises(TypeError, match=rf"{kw} must be True or False"):
+        fn(cost, **{kw: value})
+
+
+def test_longdouble_within_float64_is_solved(rng):
+    cost = rng.uniform(-5, 5, (6, 6)).astype(np.longdouble)
+    row, col = linear_sum_assignment(cost, backend="cpu")
+    want_r, want_c = scipy_lsa(cost.astype(np.float64))
+    assert float(cost[row, col].sum()) == pytest.approx(
+        float(cost[want_r, want_c].sum()), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_costs_near_float64_limit_are_exact(rng, maximize):
+    """Costs near 1.8e308 would overflow the duals; the solver scales such problems
+    by a power of two, so the optimum is that of the exactly scaled problem."""
+    c = np.array([[0.0, 0.0, -1e308], [-1e308, -1.7976e308, -1.7976e308],
+                  [1.0, 0.0, -1.7976e308]])
+    row, col = linear_sum_assignment(c, backend="cpu")
+    assert col.tolist() == [0, 1, 2]
+    for _ in range(10):
+        n, m = (int(v) for v in rng.integers(2, 12, 2))
+        big = rng.uniform(-1.0, 1.0, (n, m)) * 1.79e308
+        r, cidx = linear_sum_assignment(big, maximize, backend="cpu")
+        small = big * 2.0**-200  # exact: the same optimum without the overflow
+        wr, wc = scipy_lsa(small, maximize)
+        assert small[r, cidx].sum() == pytest.approx(small[wr, wc].sum(), rel=1e-12)
+        rb, cb = linear_sum_assignment_batched(np.stack([big, small]), maximize,
+                                               backend="cpu")
+        assert (rb[0] == r).all() and (cb[0] == cidx).all()
+        best = small[wr, wc].sum()
+        assert small[rb[1], cb[1]].sum() == pytest.approx(best, rel=1e-12)
 
 
 @pytest.mark.parametrize("fn", [linear_sum_assignment, linear_sum_assignment_batched])

@@ -303,6 +303,29 @@ def test_bad_inputs():
         maximum_bipartite_matching(bad, backend="cpu")
 
 
+@pytest.mark.parametrize("perm_type", ["row", "column"])
+def test_decreasing_index_pointer_is_refused(perm_type):
+    """SciPy builds such a matrix without complaint; the solver would index beyond
+    its arrays."""
+    rows, nnz = 101, 50
+    ptr = np.array([0] + [nnz if i % 2 == 0 else 0 for i in range(rows - 1)] + [nnz])
+    graph = sp.csr_array((np.ones(nnz), np.arange(nnz) % 4, ptr), shape=(rows, 4))
+    with pytest.raises(ValueError, match=r"must be non-decreasing, got 50 then 0 at "
+                       r"positions 1 and 2"):
+        maximum_bipartite_matching(graph, perm_type, backend="cpu")
+
+
+@pytest.mark.parametrize("convert", [lambda a: sp.bsr_array(a, blocksize=(2, 2)),
+                                     lambda a: sp.dia_array(a)])
+def test_bsr_and_dia_are_refused(convert):
+    """BSR stores the zeros that pad its blocks, DIA loses explicit zeros: neither
+    format's stored entries are the graph's edges."""
+    graph = convert(np.eye(4)[[0, 2, 3, 1]])
+    with pytest.raises(TypeError, match=r"CSR, CSC, COO, LIL or DOK format, got "
+                       r"(BSR|DIA)"):
+        maximum_bipartite_matching(graph, backend="cpu")
+
+
 @pytest.mark.skipif(gpu_available(), reason="a GPU is present")
 def test_gpu_request_without_device_raises():
     with pytest.raises(BackendUnavailableError, match="backend='gpu'"):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
+from ._validate import check_flag, regular_array
 
 __all__ = ["linear_sum_assignment", "linear_sum_assignment_batched"]
 
@@ -41,19 +42,44 @@ def _as_cost_array(cost: Any, name: str, ndim: int, layout: str) -> Any:
     """Array-kind, dtype and ndim checks (metadata only); returns an ndarray."""
     if cost is None:
         raise TypeError(f"{name} must be an array of real numbers, got None")
+    if hasattr(cost, "tocsr") and hasattr(cost, "nnz"):
+        raise TypeError(
+            f"{name} must be a dense array, got the sparse {type(cost).__name__}: "
+            f"pass {name}.toarray() (with inf for the pairs that are not allowed)"
+        )
+    given = type(cost).__name__
+    cost = regular_array(cost, name)
     if not (is_cupy_array(cost) or isinstance(cost, np.ndarray)):
         try:
             cost = np.asarray(cost)
         except (TypeError, ValueError) as exc:
             raise ValueError(
                 f"{name} must be a rectangular array of real numbers, got "
-                f"{type(cost).__name__} that NumPy cannot convert ({exc})"
+                f"{given} that NumPy cannot convert ({exc})"
             ) from exc
     if cost.dtype.kind not in "biuf":
+        why = (
+            f" (the {given} given holds Python objects: integers beyond int64 "
+            "or values that are not numbers)"
+            if cost.dtype.kind == "O"
+            else ""
+        )
         raise TypeError(
             f"{name} must have a real numeric dtype (integer, floating or bool), got "
-            f"{cost.dtype}"
+            f"{cost.dtype}{why}"
         )
+    if cost.dtype.kind == "f" and cost.dtype.itemsize > 8:
+        # the solvers work in float64: a wider float must hold float64 values
+        with np.errstate(over="ignore"):
+            narrow = cost.astype(np.float64)
+        lost = np.isinf(narrow) & np.isfinite(cost)
+        if lost.any():
+            idx = tuple(int(i) for i in np.argwhere(lost)[0])
+            raise ValueError(
+                f"{name} must hold values within float64's range (about 1.8e308), got "
+                f"{cost[idx]!r} at index {idx}"
+            )
+        cost = narrow
     if cost.ndim != ndim:
         raise ValueError(
             f"{name} must be a {ndim}-D {layout} array, got shape {tuple(cost.shape)}"
@@ -172,7 +198,8 @@ def linear_sum_assignment(
     ([1, 0, 2], 5)
     """
     cost = _as_cost_array(cost, "cost", 2, "(n, m) cost matrix")
-    maximize = bool(maximize)
+    maximize = check_flag(maximize, "maximize")
+    return_stats = check_flag(return_stats, "return_stats")
     on_gpu = is_cupy_array(cost)
     if _pick_backend(backend, cost) == "gpu":
         row_ind, col_ind, status, stats = _solve_gpu(cost[None], maximize, "cost")
@@ -308,7 +335,8 @@ def linear_sum_assignment_batched(
     ([[0, 1], [0, 1]], [[1, 0], [0, 1]])
     """
     costs = _as_cost_array(costs, "costs", 3, "(B, n, m) stack of cost matrices")
-    maximize = bool(maximize)
+    maximize = check_flag(maximize, "maximize")
+    return_stats = check_flag(return_stats, "return_stats")
     on_gpu = is_cupy_array(costs)
     if _pick_backend(backend, costs) == "gpu":
         row_ind, col_ind, status, stats = _solve_gpu(costs, maximize, "costs")

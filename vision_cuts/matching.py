@@ -21,6 +21,13 @@ def _adjacency(graph: Any) -> tuple[Any, Any, int, int, bool]:
     array module: CSR gives the rows' adjacency (left = rows), CSC the columns'
     (left = columns); other formats are converted to CSR."""
     fmt = graph.format
+    if fmt in ("bsr", "dia"):
+        # their stored entries are not the edges: BSR stores the zeros that pad its
+        # blocks, and a conversion from DIA drops explicit zeros
+        raise TypeError(
+            f"graph must be a sparse matrix in CSR, CSC, COO, LIL or DOK format, got "
+            f"{fmt.upper()}: convert it to CSR first, with the edges as stored entries"
+        )
     if fmt not in ("csr", "csc"):
         graph = graph.tocsr()
         fmt = "csr"
@@ -49,6 +56,13 @@ def _check_structure(ptr: Any, idx: Any, nl: int, nr: int) -> None:
             f"number of stored entries ({nnz}), got values in "
             f"[{lo}, {hi}] starting at {int(ptr[0])}"
         )
+    if nl and bool((ptr[1:] < ptr[:-1]).any()):
+        down = int((ptr[1:] < ptr[:-1]).argmax())
+        raise ValueError(
+            f"graph has an invalid index pointer array: it must be non-decreasing, got "
+            f"{int(ptr[down])} then {int(ptr[down + 1])} at positions {down} and "
+            f"{down + 1}"
+        )
     if nnz and (int(idx.min()) < 0 or int(idx.max()) >= nr):
         raise ValueError(
             f"graph has stored indices outside [0, {nr}): got values in "
@@ -67,8 +81,8 @@ def maximum_bipartite_matching(
         Biadjacency matrix: rows are one side of the graph, columns the other, and
         every *stored* entry is an edge (explicit zeros included), as in
         :func:`scipy.sparse.csgraph.maximum_bipartite_matching`. Any SciPy sparse
-        format (CSR and CSC are used as they are, others converted to CSR), or a
-        ``cupyx.scipy.sparse`` matrix.
+        format but BSR and DIA (CSR and CSC are used as they are, COO, LIL and DOK
+        converted to CSR), or a ``cupyx.scipy.sparse`` matrix.
     perm_type : {"row", "column"}
         ``"row"``: the result has length ``n_cols`` and element ``j`` is the row
         matched to column ``j``; ``"column"``: length ``n_rows``, the column matched
@@ -90,7 +104,7 @@ def maximum_bipartite_matching(
     ------
     TypeError
         ``graph`` is not a sparse matrix or array (a dense array is rejected, as by
-        SciPy: wrap it in ``scipy.sparse.csr_array``).
+        SciPy: wrap it in ``scipy.sparse.csr_array``), or is in BSR or DIA format.
     ValueError
         ``graph`` is not 2-D, has more than ``2**31 - 1`` stored entries or rows or
         columns, or has out-of-range index arrays; ``perm_type`` is not ``"row"`` or
