@@ -157,6 +157,148 @@ def test_bad_inputs():
         maximum_flow(g, 0, 2, backend="tpu")
 
 
+@pytest.mark.parametrize(
+    "caps, scale",
+    [
+        ([2**40], 2**24),  # 2**64 would wrap to 0 in int64
+        ([2**40 + 1], 2**30),
+        ([5, 1], 2**62),
+        ([1], 2**64),
+        ([1], 1e20),
+        (np.array([3, 2**32], np.uint64), 2**31),
+    ],
+)
+def test_integer_capacities_times_scale_checked_before_multiplying(caps, scale):
+    with pytest.raises(ValueError, match=r"capacities times scale .* at most 2\*\*62"):
+        flow_graph(np.arange(len(caps)), np.arange(len(caps)) + 1, caps, scale=scale)
+
+
+def test_integer_capacities_times_scale_exact():
+    g = flow_graph([0, 1], [1, 2], [3, 2**20], scale=2**30)
+    assert g.edge_capacity.tolist() == [3 * 2**30, 2**50]
+    assert maximum_flow(g, 0, 2, backend="cpu").value == 3 * 2**30
+    # zero capacities stay zero whatever the factor
+    assert flow_graph([0], [1], [0], scale=2**64).edge_capacity.tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    "caps, scale, quoted",
+    [
+        ([2.0, -0.4], 1.0, r"-0\.4 at index 1"),  # would round to 0
+        ([-4e-7], 1e6, r"-4e-07 at index 0"),
+        ([-0.6], 1.0, r"-0\.6 at index 0"),  # not the rounded -1.0
+    ],
+)
+def test_negative_float_capacities_rejected_before_rounding(caps, scale, quoted):
+    n = len(caps)
+    message = "capacities must be non-negative, got " + quoted
+    with pytest.raises(ValueError, match=message):
+        flow_graph(np.arange(n), np.arange(n) + 1, caps, scale=scale)
+
+
+def test_float_capacity_times_scale_quotes_the_value_passed():
+    with pytest.raises(ValueError, match=r"times scale \(1e\+300\).*got 1e\+300 at"):
+        flow_graph([0], [1], [1e300], scale=1e300)
+
+
+@pytest.mark.parametrize("name", ["tails", "heads", "capacities"])
+def test_masked_arrays_rejected(name):
+    args = {"tails": [0, 1], "heads": [1, 2], "capacities": [5, 7]}
+    args[name] = np.ma.array(args[name], mask=[True, False])
+    with pytest.raises(TypeError, match=f"{name} must be a plain array"):
+        flow_graph(args["tails"], args["heads"], args["capacities"])
+
+
+@pytest.mark.parametrize("name", ["tails", "heads", "capacities"])
+def test_ragged_lists_name_the_parameter(name):
+    args = {"tails": [0, 1], "heads": [1, 2], "capacities": [1, 1]}
+    args[name] = [[0], [1, 2]]
+    with pytest.raises(ValueError, match=f"{name} must be a regular"):
+        flow_graph(args["tails"], args["heads"], args["capacities"])
+
+
+@pytest.mark.parametrize("name", ["tails", "heads"])
+@pytest.mark.parametrize(
+    "value, dtype", [(2**64 - 1, np.uint64), (2**63, np.uint64), (2**40, np.int64)]
+)
+def test_huge_node_indices_quoted_unwrapped(name, value, dtype):
+    args = {"tails": np.array([0], dtype), "heads": np.array([1], dtype)}
+    args[name] = np.array([value], dtype)
+    with pytest.raises(ValueError, match=rf"{name} must lie in .* got {value} at"):
+        flow_graph(args["tails"], args["heads"], [1])
+
+
+def test_capacity_sum_limit_is_exact():
+    g = flow_graph([0, 1], [1, 2], [2**60, 2**60])  # sum 2**61: accepted
+    assert maximum_flow(g, 0, 2, backend="cpu").value == 2**60
+    with pytest.raises(ValueError, match=f"sum of capacities .* got {2**61 + 1}"):
+        flow_graph([0, 1], [1, 2], [2**60, 2**60 + 1])
+
+
+@pytest.mark.parametrize(
+    "flow, error, message",
+    [
+        (np.full(4, np.nan), TypeError, "flow must have an integer dtype"),
+        (np.array(["1"] * 4), TypeError, "flow must have an integer dtype"),
+        (np.ones(4, bool), TypeError, "flow must have an integer dtype"),
+        (
+            np.array([-5, 0, 5, 0]),
+            ValueError,
+            r"flow must lie in \[0, capacity\].* got -5 on arc 0 \(0 -> 1\)",
+        ),
+        (
+            np.array([50, 0, 50, 0]),
+            ValueError,
+            r"got 50 on arc 0 \(0 -> 1\) of capacity 7",
+        ),
+        (
+            np.array([0, 1, 0, 0]),
+            ValueError,
+            r"got 1 on arc 1 \(1 -> 0\) of capacity 0",
+        ),
+        (
+            np.array([2**64 - 1, 0, 0, 0], np.uint64),
+            ValueError,
+            f"got {2**64 - 1} on arc 0",
+        ),
+        (np.ma.array([5, 0, 5, 0]), TypeError, "flow must be a plain array"),
+    ],
+)
+def test_edge_flow_bad_flow(flow, error, message):
+    g = flow_graph([0, 0, 1], [1, 1, 2], [3, 4, 5])
+    with pytest.raises(error, match=message):
+        g.edge_flow(flow)
+
+
+def test_edge_flow_accepts_integer_flows():
+    g = flow_graph([0, 0, 1], [1, 1, 2], [3, 4, 5])
+    for flow in ([5, 0, 5, 0], np.array([5, 0, 5, 0], np.uint64)):
+        assert g.edge_flow(flow).tolist() == [3, 2, 5]
+
+
+def test_sparse_messages_name_the_matrix_and_entry():
+    floats = sp.csr_matrix(np.array([[0, 1.5], [0, 0]]))
+    with pytest.raises(
+        TypeError,
+        match=r"graph has floating dtype.*flow_graph_from_sparse\(graph, scale=",
+    ):
+        maximum_flow(floats, 0, 1, backend="cpu")
+    with pytest.raises(TypeError, match="matrix has floating dtype.*Pass scale="):
+        flow_graph_from_sparse(floats)
+    g = flow_graph_from_sparse(floats, scale=2)
+    assert maximum_flow(g, 0, 1, backend="cpu").value == 3
+    negative = sp.csr_matrix(np.array([[0, 2], [-1, 0]]))
+    with pytest.raises(
+        ValueError, match=r"matrix must be non-negative, got -1 at entry \(1, 0\)"
+    ):
+        flow_graph_from_sparse(negative)
+    with pytest.raises(ValueError, match=r"graph must be non-negative.*\(1, 0\)"):
+        maximum_flow(negative, 0, 1, backend="cpu")
+    big = sp.csr_matrix(np.array([[0, 0], [2**40, 0]]))
+    with pytest.raises(ValueError, match=r"matrix times scale .* at entry \(1, 0\)"):
+        flow_graph_from_sparse(big, scale=2**30)
+
+
 # ------------------------------------------------------------------------ solvers
 
 
@@ -301,6 +443,73 @@ def test_generators_reproducible_and_shaped():
         acyclic_dense_graph(5.0)
 
 
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: genrmf_graph(2, 2, c2=2**62), "c2"),
+        (lambda: genrmf_graph(2, 2, c2=2**63), "c2"),
+        (lambda: genrmf_graph(1, 3, c2=2**61), "c2"),
+        (lambda: washington_rlg_graph(3, 2, max_capacity=2**62), "max_capacity"),
+        (lambda: washington_rlg_graph(3, 2, max_capacity=2**61), "max_capacity"),
+        (lambda: acyclic_dense_graph(3, max_capacity=2**63), "max_capacity"),
+        (lambda: acyclic_dense_graph(3, max_capacity=2**62), "max_capacity"),
+        (lambda: acyclic_dense_graph(3, max_capacity=2**61 // 3 + 1), "max_capacity"),
+    ],
+)
+def test_generator_capacity_parameters_bounded(make, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be at most \d+ for .*2\*\*61"):
+        make()
+
+
+def brute_force_value(g: FlowGraph, s: int, t: int) -> int:
+    """Max flow of a tiny graph by brute force over the cuts (capacities any size)."""
+    best = None
+    for mask in range(1 << g.num_nodes):
+        side = np.array([(mask >> v) & 1 for v in range(g.num_nodes)])
+        if side[s] != 0 or side[t] != 1:
+            continue
+        cut = (side[g.tails] == 0) & (side[g.heads] == 1)
+        value = sum(int(c) for c in g.capacity[cut])
+        best = value if best is None else min(best, value)
+    return best
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: acyclic_dense_graph(3, max_capacity=2**61 // 3, seed=0),
+        lambda: washington_rlg_graph(3, 2, max_capacity=2**61 // 27, seed=0),
+        lambda: genrmf_graph(2, 2, c2=2**61 // 68, seed=0),
+    ],
+    ids=["adg", "rlg", "genrmf"],
+)
+def test_generator_capacity_parameters_at_the_limit(make):
+    g, s, t = make()
+    assert maximum_flow(g, s, t, backend="cpu").value == brute_force_value(g, s, t)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: genrmf_graph(100000, 2), r"a = 100000 and b = 2 give \d+ nodes"),
+        (lambda: genrmf_graph(2, 2**28), r"a = 2 and b = 268435456 give \d+ arcs"),
+        (
+            lambda: washington_rlg_graph(64, 10**8),
+            r"rows = 64 and cols = 100000000 give \d+ nodes",
+        ),
+        (
+            lambda: washington_rlg_graph(3, 2**27),
+            r"rows = 3 and cols = 134217728 give \d+ arcs",
+        ),
+        (lambda: acyclic_dense_graph(10**6), r"n must be at most 46341 .* 1000000"),
+        (lambda: acyclic_dense_graph(46342), r"n must be at most 46341"),
+    ],
+)
+def test_generator_sizes_bounded_before_allocating(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
 # ------------------------------------------------------------------------ DIMACS
 
 
@@ -334,6 +543,35 @@ def test_dimacs_roundtrip(tmp_path, rng):
         ("p max 3 0\nn 1 s\n", "the source or the sink"),
         ("p max 3 0\nn 2 s\nn 2 t\n", "the same node 2"),
         ("c only comments\n", "no 'p max"),
+        (
+            f"p max 4 2\nn 1 s\nn 4 t\na 1 2 5\na 2 4 {2**62 + 1}\n",
+            r"line 5: capacity 4611686018427387905 beyond 2\*\*62",
+        ),
+        (
+            f"p max 4 2\nn 1 s\nn 4 t\na 1 2 {2**61}\na 2 4 {2**61}\n",
+            r"line 5: the capacities up to this line sum to \d+, beyond 2\*\*61",
+        ),
+        (
+            "p max 99999999999 0\nn 1 s\nn 2 t\n",
+            r"line 1: node count 99999999999 beyond 2\*\*31 - 2",
+        ),
+        (
+            "p max 2000000000 0\nn 1 s\nn 2 t\n",
+            "line 1: node count 2000000000 too large for 0 arcs",
+        ),
+        (
+            "p max 4 99999999999\nn 1 s\nn 4 t\n",
+            r"line 1: arc count 99999999999 beyond 2\*\*31 - 1",
+        ),
+        ("p max 3 1\nn 1 s\nn 3 t\na 1 2 5\na 2 3 5\n", "line 5: more 'a' lines"),
+        ("p max 4 1\nn 1 s\nn 4 t\na 1 4 1_000\n", "line 4: non-integer field"),
+        ("p max 1_0 1\nn 1 s\nn 10 t\na 1 10 5\n", "line 1: non-integer field"),
+        ("p max 10 1\nn 1 s\nn 1_0 t\na 1 10 5\n", "line 3: non-integer node"),
+        ("p max 4 1\nn 1 s\nn 4 t\na 1 4 0x10\n", "line 4: non-integer field"),
+        (
+            "p max 4 1\nn 1 s\nn 4 t\na 1 4 " + "9" * 5000 + "\n",
+            "line 4: field with too many digits",
+        ),
     ],
 )
 def test_dimacs_errors(tmp_path, body, message):
@@ -341,6 +579,82 @@ def test_dimacs_errors(tmp_path, body, message):
     path.write_text(body)
     with pytest.raises(DimacsFormatError, match=message):
         read_dimacs(path)
+
+
+def test_dimacs_isolated_nodes_and_signs_still_read(tmp_path):
+    path = tmp_path / "g.max"
+    path.write_text("p max 6 2\nn 1 s\nn 6 t\na 1 6 +7\na 6 1 3\n")
+    g, s, t = read_dimacs(path)
+    assert g.num_nodes == 6 and (s, t) == (0, 5)
+    assert g.edge_capacity.tolist() == [7, 3]
+    assert maximum_flow(g, s, t, backend="cpu").value == 7
+    g = flow_graph([0], [1], [4], num_nodes=9)  # 7 isolated nodes round-trip
+    write_dimacs(path, g, 0, 1)
+    assert read_dimacs(path).graph.num_nodes == 9
+
+
+@pytest.mark.parametrize("name", ["source", "sink"])
+@pytest.mark.parametrize("value", [0.7, True, "0", None, "a", np.float64(1.0)])
+def test_write_dimacs_terminal_types(tmp_path, name, value):
+    g = flow_graph([0, 1], [1, 2], [3, 4])
+    terminals = {"source": 0, "sink": 2, name: value}
+    path = tmp_path / "g.max"
+    with pytest.raises(TypeError, match=f"{name} must be an integer"):
+        write_dimacs(path, g, terminals["source"], terminals["sink"])
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    "graph, source, sink, message",
+    [
+        (flow_graph([0, 1], [1, 2], [3, 4]), 1, 1, "source and sink must differ"),
+        (flow_graph([], [], [], num_nodes=1), 0, 0, "source and sink must differ"),
+        (flow_graph([0, 1], [1, 2], [3, 4]), 0, 3, r"sink must lie in \[0, 2\]"),
+        (flow_graph([0, 1], [1, 2], [3, 4]), -1, 2, r"source must lie in \[0, 2\]"),
+    ],
+)
+def test_write_dimacs_writes_only_readable_files(tmp_path, graph, source, sink,
+                                                 message):
+    path = tmp_path / "g.max"
+    with pytest.raises(ValueError, match=message):
+        write_dimacs(path, graph, source, sink)
+    assert not path.exists()
+
+
+def test_write_dimacs_bad_comment_keeps_existing_file(tmp_path):
+    g = flow_graph([0, 1], [1, 2], [3, 4])
+    path = tmp_path / "g.max"
+    write_dimacs(path, g, 0, 2)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="comment must be ASCII .*'é' at position 3"):
+        write_dimacs(path, g, 0, 2, comment="café")
+    with pytest.raises(TypeError, match="comment must be a string, got bytes"):
+        write_dimacs(path, g, 0, 2, comment=b"abc")
+    with pytest.raises(ValueError, match="source and sink must differ"):
+        write_dimacs(path, g, 2, 2)
+    assert path.read_bytes() == before
+
+
+def test_cli_maxflow_huge_or_unaffordable_graphs(tmp_path, monkeypatch):
+    from vision_cuts import dimacs, graph
+    from vision_cuts.cli import main
+
+    huge = tmp_path / "huge.max"
+    huge.write_text("p max 2000000000 0\nn 1 s\nn 2 t\n")
+    with pytest.raises(SystemExit, match="line 1: node count 2000000000"):
+        main(["maxflow", str(huge), "--backend", "cpu"])
+    small = tmp_path / "small.max"
+    small.write_text("p max 2 1\nn 1 s\nn 2 t\na 1 2 3\n")
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(graph, "maximum_flow", no_memory)
+    with pytest.raises(SystemExit, match="not enough memory to solve .* 2 nodes"):
+        main(["maxflow", str(small), "--backend", "cpu"])
+    monkeypatch.setattr(dimacs, "read_dimacs", no_memory)
+    with pytest.raises(SystemExit, match="small.max: not enough memory to read"):
+        main(["maxflow", str(small), "--backend", "cpu"])
 
 
 def test_cli_maxflow(tmp_path, capsys):

@@ -20,6 +20,7 @@ __all__ = [
     "check_int",
     "check_number",
     "check_scale",
+    "exact_sum",
     "first_index",
     "regular_array",
 ]
@@ -53,6 +54,19 @@ def check_scale(scale: Any) -> float | None:
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     return value
+
+
+def exact_sum(a: Any) -> int:
+    """The sum of an int64 array (NumPy or CuPy) as a Python integer, exactly (int64's
+    own sum wraps beyond 2**63): the upper and lower 32 bits of its values summed
+    apart, in chunks of 2**30 values so that neither partial sum can wrap."""
+    flat = a.ravel()
+    total = 0
+    step = 1 << 30
+    for k in range(0, flat.size, step):
+        part = flat[k : k + step]
+        total += (int((part >> 32).sum()) << 32) + int((part & 0xFFFFFFFF).sum())
+    return total
 
 
 def check_int(value: Any, name: str, low: int | None = None,

@@ -22,6 +22,10 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: cannot read {args.file!r}: {exc}") from None
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
+    except MemoryError:
+        raise SystemExit(
+            f"error: {args.file}: not enough memory to read the graph"
+        ) from None
     t1 = time.perf_counter()
     try:
         res = maximum_flow(
@@ -29,6 +33,11 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
         )
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
+    except MemoryError:
+        raise SystemExit(
+            f"error: {args.file}: not enough memory to solve a graph of "
+            f"{graph.num_nodes} nodes and {graph.num_arcs} arcs"
+        ) from None
     t2 = time.perf_counter()
     sink_side = int(res.labels.sum())
     print(

@@ -24,10 +24,14 @@ J. Gutiérrez Mota, "Implementación en CUDA del algoritmo push-relabel", UCM, 2
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from math import isqrt
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from ._validate import check_int, check_scale, exact_sum, regular_array
 
 __all__ = [
     "MAX_CAPACITY",
@@ -42,10 +46,12 @@ __all__ = [
     "washington_rlg_graph",
 ]
 
-# Each arc capacity is at most 2**62 and the total of all capacities at most 2**62, so
+# Each arc capacity is at most 2**62 and the total of all capacities at most 2**61, so
 # every residual capacity, excess and flow value fits in int64 without overflow.
 MAX_CAPACITY = 1 << 62
+_MAX_TOTAL = MAX_CAPACITY // 2
 _MAX_NODES = (1 << 31) - 2
+_MAX_ARCS = (1 << 31) - 1  # reverse arcs included
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +104,8 @@ class FlowGraph:
         Parameters
         ----------
         flow : ndarray of int64, shape (num_arcs,)
-            Non-negative flow per arc, as in :class:`MaxFlow` ``.flow``.
+            Flow per arc, as in :class:`MaxFlow` ``.flow``: integers with
+            ``0 <= flow <= capacity``.
 
         Returns
         -------
@@ -106,12 +113,38 @@ class FlowGraph:
             Flow on every input edge: the flow of an arc is given to the input edges
             merged into it in input order, each up to its capacity; a self-loop gets 0.
             Summed per arc it gives back ``flow``.
+
+        Raises
+        ------
+        TypeError
+            ``flow`` is not an integer array.
+        ValueError
+            ``flow`` has the wrong shape or a value outside ``[0, capacity]``.
         """
-        flow = np.asarray(flow)
-        if flow.shape != (self.num_arcs,):
+        given = np.asarray(regular_array(flow, "flow"))
+        if given.shape != (self.num_arcs,):
             raise ValueError(
                 f"flow must have shape ({self.num_arcs},) (one value per arc), got "
-                f"{flow.shape}"
+                f"{given.shape}"
+            )
+        if given.size and given.dtype.kind not in "iu":
+            raise TypeError(
+                f"flow must have an integer dtype (int64, as MaxFlow.flow), got "
+                f"{given.dtype}"
+            )
+        if given.dtype.kind == "u":
+            # clamp first so that the cast cannot wrap; the clamped values still
+            # exceed every capacity
+            flow = np.minimum(given, MAX_CAPACITY + 1).astype(np.int64)
+        else:
+            flow = given.astype(np.int64, copy=False)
+        bad = (flow < 0) | (flow > self.capacity)
+        if bad.any():
+            i = int(np.argmax(bad))
+            u = int(np.searchsorted(self.indptr, i, side="right")) - 1
+            raise ValueError(
+                f"flow must lie in [0, capacity] on every arc, got {given[i]} on arc "
+                f"{i} ({u} -> {self.heads[i]}) of capacity {self.capacity[i]}"
             )
         arc = self.edge_arc
         cap = self.edge_capacity
@@ -127,7 +160,7 @@ class FlowGraph:
         start[1:] = a[1:] != a[:-1]
         group_first = np.maximum.accumulate(np.where(start, np.arange(a.size), 0))
         before = csum - c - (csum[group_first] - c[group_first])
-        out[order] = np.clip(flow[a].astype(np.int64) - before, 0, c)
+        out[order] = np.clip(flow[a] - before, 0, c)
         return out
 
     def __repr__(self) -> str:
@@ -143,76 +176,114 @@ class FlowProblem(NamedTuple):
 
 
 def _as_index_array(a: Any, name: str) -> np.ndarray:
-    arr = np.asarray(a)
+    arr = np.asarray(regular_array(a, name))
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype, got {arr.dtype}")
+    # compared before the cast to int64, so that a uint64 index is quoted unwrapped
+    if arr.size and arr.max() > _MAX_NODES - 1:
+        i = int(np.argmax(arr > _MAX_NODES - 1))
+        raise ValueError(
+            f"{name} must lie in [0, {_MAX_NODES - 1}] (a graph has at most "
+            f"{_MAX_NODES} nodes), got {arr[i]} at index {i}"
+        )
     return arr.astype(np.int64, copy=False)
 
 
-def _as_capacities(a: Any, name: str, n_edges: int, scale: float | None) -> np.ndarray:
-    from ._validate import check_scale
+def _at_index(i: int) -> str:
+    return f"at index {i}"
 
-    arr = np.asarray(a)
+
+def _as_capacities(
+    a: Any,
+    name: str,
+    n_edges: int,
+    scale: Any,
+    *,
+    where: Callable[[int], str] = _at_index,
+    float_hint: str = "Pass scale=<factor> to quantise floats (round(value * scale)), "
+    "or convert to an integer dtype",
+) -> np.ndarray:
+    """Validate capacities and return them as int64.
+
+    Every message quotes the value the caller passed (before any scaling) and where
+    it is: ``where(i)`` describes input position ``i``.
+    """
+    arr = np.asarray(regular_array(a, name))
     if arr.ndim == 0:
         arr = np.full(n_edges, arr)
     if arr.shape != (n_edges,):
         raise ValueError(
             f"{name} must have shape ({n_edges},) (one per edge), got {arr.shape}"
         )
-    scale = check_scale(scale)
+    factor = check_scale(scale)
     kind = arr.dtype.kind
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
     if kind == "f":
-        if scale is None:
+        if factor is None:
             raise TypeError(
-                f"{name} has floating dtype {arr.dtype}; capacities are integers. Pass "
-                "scale=<factor> to quantise floats (round(value * scale)), or convert "
-                "to an integer dtype"
+                f"{name} has floating dtype {arr.dtype}; capacities are integers. "
+                f"{float_hint}"
             )
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"{name} must be finite, got {arr[i]!r} at index {i}")
-        scaled = np.rint(arr.astype(np.float64) * scale)
-        if scaled.size and (scaled.min() < 0 or scaled.max() > MAX_CAPACITY):
-            i = int(np.argmax((scaled < 0) | (scaled > MAX_CAPACITY)))
+            raise ValueError(f"{name} must be finite, got {arr[i].item()!r} {where(i)}")
+        # the sign is checked before rounding: -0.4 must not pass as 0
+        if arr.min() < 0:
+            i = int(np.argmax(arr < 0))
             raise ValueError(
-                f"{name} * scale must lie in [0, 2**62], got {scaled[i]!r} at index {i}"
+                f"{name} must be non-negative, got {arr[i].item()!r} {where(i)}"
             )
-        arr = scaled.astype(np.int64)
+        with np.errstate(over="ignore"):
+            scaled = np.rint(arr.astype(np.float64) * factor)
+        if scaled.max() > MAX_CAPACITY:  # (an infinite product included)
+            i = int(np.argmax(scaled > MAX_CAPACITY))
+            raise ValueError(
+                f"{name} times scale ({scale!r}) must be at most 2**62, got "
+                f"{arr[i].item()!r} {where(i)}"
+            )
+        cap = scaled.astype(np.int64)
     elif kind in "iu":
-        if arr.dtype == np.uint64 and arr.size and arr.max() > MAX_CAPACITY:
+        # range checks before the cast to int64 and before scaling, so that nothing
+        # wraps and the messages quote the values passed
+        if kind == "i" and arr.min() < 0:
+            i = int(np.argmax(arr < 0))
+            raise ValueError(f"{name} must be non-negative, got {arr[i]} {where(i)}")
+        if arr.max() > MAX_CAPACITY:
             i = int(np.argmax(arr > MAX_CAPACITY))
-            raise ValueError(f"{name} must be at most 2**62, got {arr[i]} at index {i}")
-        arr = arr.astype(np.int64)
-        if scale is not None and scale != 1:
-            if not float(scale).is_integer():
+            raise ValueError(f"{name} must be at most 2**62, got {arr[i]} {where(i)}")
+        cap = arr.astype(np.int64)
+        if factor is not None and factor != 1:
+            if not factor.is_integer():
                 raise TypeError(
                     f"scale={scale!r} for integer {name} must be an integer; pass "
                     "float capacities to quantise"
                 )
-            arr = arr * int(scale)
+            mult = int(factor)
+            top = int(cap.max())
+            # the product is checked in Python integers: int64 would wrap
+            if top * mult > MAX_CAPACITY:
+                i = int(np.argmax(cap > MAX_CAPACITY // mult))
+                raise ValueError(
+                    f"{name} times scale ({scale!r}) must be at most 2**62, got "
+                    f"{cap[i]} {where(i)}"
+                )
+            if top:
+                cap = cap * mult
     else:
         raise TypeError(
             f"{name} must have an integer dtype (or float with scale=), got {arr.dtype}"
         )
-    if arr.size:
-        if arr.min() < 0:
-            i = int(np.argmax(arr < 0))
-            raise ValueError(f"{name} must be non-negative, got {arr[i]} at index {i}")
-        if arr.max() > MAX_CAPACITY:
-            i = int(np.argmax(arr > MAX_CAPACITY))
-            raise ValueError(f"{name} must be at most 2**62, got {arr[i]} at index {i}")
-        if float(arr.sum(dtype=np.float64)) > 0.5 * MAX_CAPACITY:
-            raise ValueError(
-                f"the sum of {name} must be below 2**61 so that flows fit in int64, "
-                f"got about {float(arr.sum(dtype=np.float64)):.3g}; rescale the "
-                "capacities"
-            )
-    return arr
+    total = exact_sum(cap)
+    if total > _MAX_TOTAL:
+        raise ValueError(
+            f"the sum of {name} must be at most 2**61 so that flows fit in int64, "
+            f"got {total}; rescale the capacities"
+        )
+    return cap
 
 
 def flow_graph(
@@ -230,12 +301,13 @@ def flow_graph(
     tails, heads : array_like of int, shape (E,)
         Edge ``i`` goes from ``tails[i]`` to ``heads[i]`` (0-based node indices).
     capacities : array_like of int, shape (E,), or a scalar
-        Non-negative integer capacities (at most 2**62 each, sum below 2**61).
+        Non-negative integer capacities (at most 2**62 each, sum at most 2**61).
     num_nodes : int, optional
-        Number of nodes; default ``max(tails, heads) + 1``.
+        Number of nodes (at most 2**31 - 2); default ``max(tails, heads) + 1``.
     scale : float, optional
         Quantise floating capacities to ``round(value * scale)``; floats without
-        ``scale`` are a TypeError.
+        ``scale`` are a TypeError. With integer capacities ``scale`` must be an
+        integer and multiplies them; the limits apply to the products.
 
     Returns
     -------
@@ -247,7 +319,8 @@ def flow_graph(
     Raises
     ------
     TypeError, ValueError
-        Non-integer indices, nodes out of range, negative or too large capacities.
+        Non-integer indices, nodes out of range, negative or too large capacities,
+        masked arrays and ragged lists.
     """
     t = _as_index_array(tails, "tails")
     h = _as_index_array(heads, "heads")
@@ -256,6 +329,13 @@ def flow_graph(
             f"tails and heads must have the same shape, got {t.shape} and {h.shape}"
         )
     cap = _as_capacities(capacities, "capacities", t.shape[0], scale)
+    return _build_graph(t, h, cap, num_nodes)
+
+
+def _build_graph(
+    t: np.ndarray, h: np.ndarray, cap: np.ndarray, num_nodes: Any
+) -> FlowGraph:
+    """CSR arrays from validated int64 ``tails``, ``heads`` and capacities."""
     top = int(max(t.max(initial=-1), h.max(initial=-1))) + 1
     if num_nodes is None:
         num_nodes = top
@@ -280,7 +360,7 @@ def flow_graph(
     np.add.at(arc_cap, inv, caps)
     if float(arc_cap.max(initial=0)) > MAX_CAPACITY:
         raise ValueError("capacities: a merged arc exceeds 2**62; rescale")
-    if uniq.shape[0] > (1 << 31) - 1:
+    if uniq.shape[0] > _MAX_ARCS:
         raise ValueError(f"the graph has {uniq.shape[0]} arcs, more than 2**31 - 1")
     arc_tail = uniq // n if n else uniq
     arc_head = (uniq % n).astype(np.int32) if n else uniq.astype(np.int32)
@@ -298,20 +378,50 @@ def flow_graph_from_sparse(matrix: Any, *, scale: float | None = None) -> FlowGr
 
     Entry ``(u, v)`` is the capacity of the edge ``u -> v`` (duplicates summed);
     explicit zeros are kept as zero-capacity edges. The input edges (for
-    ``edge_arc``) are the stored entries in COO order.
+    ``edge_arc``) are the stored entries in COO order. The capacities follow the
+    rules of :func:`flow_graph` (``scale`` included); errors name the entry
+    ``(row, column)``.
     """
+    return _graph_from_sparse(matrix, "matrix", scale)
+
+
+def _graph_from_sparse(matrix: Any, name: str, scale: Any) -> FlowGraph:
+    """:func:`flow_graph_from_sparse` with messages that name the parameter ``name``."""
     import scipy.sparse as sp
 
     if not sp.issparse(matrix):
         raise TypeError(
-            f"matrix must be a SciPy sparse matrix, got {type(matrix).__name__}"
+            f"{name} must be a SciPy sparse matrix, got {type(matrix).__name__}"
         )
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
-        raise ValueError(f"matrix must be square, got shape {matrix.shape}")
+        raise ValueError(f"{name} must be square, got shape {matrix.shape}")
+    n = int(matrix.shape[0])
+    if n > _MAX_NODES:
+        raise ValueError(
+            f"{name} must have at most {_MAX_NODES} rows (one per node), got {n}"
+        )
     coo = matrix.tocoo()
-    return flow_graph(
-        coo.row, coo.col, coo.data, num_nodes=int(matrix.shape[0]), scale=scale
+    if name == "matrix":
+        hint = (
+            "Pass scale=<factor> to quantise floats (round(value * scale)), or "
+            "convert the matrix to an integer dtype"
+        )
+    else:
+        hint = (
+            f"Convert {name} with flow_graph_from_sparse({name}, scale=<factor>) to "
+            "quantise floats (round(value * scale)), or convert it to an integer dtype"
+        )
+    cap = _as_capacities(
+        coo.data,
+        name,
+        int(coo.data.shape[0]),
+        scale,
+        where=lambda i: f"at entry ({coo.row[i]}, {coo.col[i]})",
+        float_hint=hint,
     )
+    t = coo.row.astype(np.int64)
+    h = coo.col.astype(np.int64)
+    return _build_graph(t, h, cap, n)
 
 
 def _rng(seed: Any) -> np.random.Generator:
@@ -319,11 +429,37 @@ def _rng(seed: Any) -> np.random.Generator:
 
 
 def _check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if int(value) < low:
-        raise ValueError(f"{name} must be at least {low}, got {value}")
-    return int(value)
+    v = check_int(value, name)
+    if v < low:
+        raise ValueError(f"{name} must be at least {low}, got {v}")
+    return v
+
+
+def _check_size(params: str, nodes: int, nodes_rule: str, arcs: int, arcs_rule: str):
+    """A generated graph must respect the node and arc limits of :func:`flow_graph`;
+    checked before anything is allocated. ``params`` names the size parameters with
+    their values, the rules say how they give the counts."""
+    if nodes > _MAX_NODES:
+        raise ValueError(
+            f"{params} give {nodes} nodes ({nodes_rule}); a graph has at most "
+            f"{_MAX_NODES} nodes"
+        )
+    if arcs > _MAX_ARCS:
+        raise ValueError(
+            f"{params} give {arcs} arcs ({arcs_rule}, reverse arcs included); a graph "
+            f"has at most {_MAX_ARCS} arcs"
+        )
+
+
+def _check_capacity_param(value: int, name: str, weight: int, sizes: str) -> None:
+    """The largest capacities a generator can draw, ``weight * value`` in total, must
+    respect the limit on the sum of capacities (2**61, which also bounds each arc)."""
+    limit = _MAX_TOTAL // weight
+    if value > limit:
+        raise ValueError(
+            f"{name} must be at most {limit} for {sizes} (the capacities can sum to "
+            f"{weight} * {name}, at most 2**61), got {value}"
+        )
 
 
 def acyclic_dense_graph(
@@ -334,9 +470,11 @@ def acyclic_dense_graph(
     Parameters
     ----------
     n : int
-        Number of nodes (at least 2); there are ``n (n - 1) / 2`` arcs.
+        Number of nodes, from 2 to 46341; there are ``n (n - 1) / 2`` arcs (twice
+        that with the reverse arcs, at most 2**31 - 1).
     max_capacity : int
-        Capacities are uniform in ``[1, max_capacity]``.
+        Capacities are uniform in ``[1, max_capacity]``; ``max_capacity`` times the
+        number of arcs must be at most 2**61.
     seed : int or Generator, optional
         Random seed (the same seed gives the same graph).
 
@@ -344,9 +482,21 @@ def acyclic_dense_graph(
     -------
     FlowProblem
         ``(graph, source=0, sink=n - 1)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A size or capacity parameter that is not an integer or breaks the limits.
     """
     n = _check_int(n, "n", 2)
     max_capacity = _check_int(max_capacity, "max_capacity", 1)
+    n_max = (1 + isqrt(1 + 4 * _MAX_ARCS)) // 2  # the largest n with n (n-1) arcs
+    if n > n_max:
+        raise ValueError(
+            f"n must be at most {n_max} (the graph has n (n - 1) arcs, reverse arcs "
+            f"included, at most {_MAX_ARCS}), got {n}"
+        )
+    _check_capacity_param(max_capacity, "max_capacity", n * (n - 1) // 2, f"n = {n}")
     rng = _rng(seed)
     i, j = np.triu_indices(n, k=1)
     cap = rng.integers(1, max_capacity, size=i.shape[0], endpoint=True)
@@ -366,9 +516,12 @@ def genrmf_graph(
     Parameters
     ----------
     a, b : int
-        Frame side and number of frames (``a * a * b`` nodes).
+        Frame side (at least 1) and number of frames (at least 2): ``a * a * b``
+        nodes (at most 2**31 - 2) and ``4 a (a - 1) b + 2 a a (b - 1)`` arcs,
+        reverse arcs included (at most 2**31 - 1).
     c1, c2 : int
-        Range of the inter-frame capacities.
+        Range of the inter-frame capacities; the largest capacities the graph can
+        have must sum to at most 2**61.
     seed : int or Generator, optional
         Random seed.
 
@@ -376,6 +529,11 @@ def genrmf_graph(
     -------
     FlowProblem
         ``(graph, source=0, sink=a * a * b - 1)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A size or capacity parameter that is not an integer or breaks the limits.
     """
     a = _check_int(a, "a", 1)
     b = _check_int(b, "b", 2)
@@ -383,9 +541,19 @@ def genrmf_graph(
     c2 = _check_int(c2, "c2", 1)
     if c2 < c1:
         raise ValueError(f"c2 must be at least c1 = {c1}, got {c2}")
-    rng = _rng(seed)
     aa = a * a
     n = aa * b
+    n_grid = 4 * a * (a - 1) * b
+    _check_size(
+        f"a = {a} and b = {b}",
+        n,
+        "a * a * b",
+        n_grid + 2 * aa * (b - 1),
+        "4 a (a - 1) b + 2 a a (b - 1)",
+    )
+    # grid arcs of capacity c2 * a * a, inter-frame arcs of at most c2
+    _check_capacity_param(c2, "c2", aa * n_grid + aa * (b - 1), f"a = {a}, b = {b}")
+    rng = _rng(seed)
     idx = np.arange(n, dtype=np.int64).reshape(b, a, a)
     big = c2 * aa
     tl, hl = [], []
@@ -397,7 +565,6 @@ def genrmf_graph(
     ):
         tl.append(src.ravel())
         hl.append(dst.ravel())
-    n_grid = sum(x.size for x in tl)
     frame_t = idx[:-1].reshape(b - 1, aa)
     perm = np.argsort(rng.random((b - 1, aa)), axis=1)
     frame_h = idx[1:].reshape(b - 1, aa)[np.arange(b - 1)[:, None], perm]
@@ -426,9 +593,13 @@ def washington_rlg_graph(
     Parameters
     ----------
     rows, cols : int
-        Nodes per level (at least 3) and number of levels (at least 2).
+        Nodes per level (at least 3) and number of levels (at least 2):
+        ``rows * cols + 2`` nodes (at most 2**31 - 2) and
+        ``2 (2 rows + 3 rows (cols - 1))`` arcs, reverse arcs included (at most
+        2**31 - 1).
     max_capacity : int
-        Largest arc capacity.
+        Largest inner arc capacity; the largest capacities the graph can have must
+        sum to at most 2**61.
     seed : int or Generator, optional
         Random seed.
 
@@ -437,17 +608,33 @@ def washington_rlg_graph(
     FlowProblem
         ``(graph, source=0, sink=rows * cols + 1)``; node ``1 + k * rows + i`` is node
         ``i`` of level ``k``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A size or capacity parameter that is not an integer or breaks the limits.
     """
     rows = _check_int(rows, "rows", 3)
     cols = _check_int(cols, "cols", 2)
     max_capacity = _check_int(max_capacity, "max_capacity", 1)
-    rng = _rng(seed)
     n = rows * cols + 2
+    m = rows * (cols - 1)
+    _check_size(
+        f"rows = {rows} and cols = {cols}",
+        n,
+        "rows * cols + 2",
+        2 * (2 * rows + 3 * m),
+        "2 (2 rows + 3 rows (cols - 1))",
+    )
+    # 2 rows terminal arcs of capacity 3 * max_capacity, 3 m inner ones
+    _check_capacity_param(
+        max_capacity, "max_capacity", 6 * rows + 3 * m, f"rows = {rows}, cols = {cols}"
+    )
+    rng = _rng(seed)
     s, t = 0, n - 1
     first = 1 + np.arange(rows, dtype=np.int64)
     last = 1 + (cols - 1) * rows + np.arange(rows, dtype=np.int64)
     # 3 distinct random targets per node: the first 3 of a random permutation
-    m = rows * (cols - 1)
     pick = np.argsort(rng.random((m, rows)), axis=1)[:, :3] if rows <= 64 else None
     if pick is None:
         pick = rng.integers(0, rows, size=(m, 3))
@@ -499,11 +686,19 @@ class MaxFlow(NamedTuple):
 
 
 def _check_terminal(v: Any, name: str, n: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer node index, got {type(v).__name__}")
-    if not 0 <= int(v) < n:
+    v = check_int(v, name)
+    if not 0 <= v < n:
         raise ValueError(f"{name} must lie in [0, {n - 1}], got {v}")
-    return int(v)
+    return v
+
+
+def _check_terminals(source: Any, sink: Any, n: int) -> tuple[int, int]:
+    """Source and sink as distinct node indices of a graph of ``n`` nodes."""
+    source = _check_terminal(source, "source", n)
+    sink = _check_terminal(sink, "sink", n)
+    if source == sink:
+        raise ValueError(f"source and sink must differ, both are {source}")
+    return source, sink
 
 
 def maximum_flow(
@@ -582,17 +777,13 @@ def maximum_flow(
         import scipy.sparse as sp
 
         if sp.issparse(graph):
-            graph = flow_graph_from_sparse(graph)
+            graph = _graph_from_sparse(graph, "graph", None)
         else:
             raise TypeError(
                 "graph must be a FlowGraph or a SciPy sparse matrix, got "
                 f"{type(graph).__name__}"
             )
-    n = graph.num_nodes
-    source = _check_terminal(source, "source", n)
-    sink = _check_terminal(sink, "sink", n)
-    if source == sink:
-        raise ValueError(f"source and sink must differ, both are {source}")
+    source, sink = _check_terminals(source, sink, graph.num_nodes)
     if method not in ("highest", "fifo"):
         raise ValueError(f"method must be 'highest' or 'fifo', got {method!r}")
     which = resolve_backend(backend)

@@ -35,10 +35,13 @@ from ._validate import (
     as_capacity,
     check_grid_shape,
     check_scale,
+    exact_sum,
     first_index,
     regular_array,
 )
 from .exceptions import NonSubmodularError
+
+_exact_sum = exact_sum  # TEMP
 
 __all__ = ["GridEnergy", "grid_energy", "grid_graph", "neighbour_offsets"]
 
@@ -363,14 +366,6 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> tuple[Any, int]:
     return a.astype(np.int64, copy=False), bound
 
 
-def _exact_sum(a: Any) -> int:
-    """The sum of an int64 array as a Python integer, exactly (int64's own sum wraps
-    beyond 2**63): its upper and lower 32 bits summed apart."""
-    if a.size == 0:
-        return 0
-    return (int((a >> 32).sum()) << 32) + int((a & 0xFFFFFFFF).sum())
-
-
 def grid_energy(
     unary: Any,
     pairwise: Any = None,
@@ -495,15 +490,15 @@ def grid_energy(
             nbad += int(bad.sum())
             if first is None:  # the node, not the position in the arc view
                 first = (d, *_node_of(first_index(bad), tail))
-        constant += _exact_sum(a)
+        constant += exact_sum(a)
         ca = c - a
         s[tail] += xp.maximum(ca, 0)
         t[tail] += xp.maximum(-ca, 0)
-        constant += _exact_sum(xp.minimum(ca, 0))
+        constant += exact_sum(xp.minimum(ca, 0))
         dc = dd - c
         s[head] += xp.maximum(dc, 0)
         t[head] += xp.maximum(-dc, 0)
-        constant += _exact_sum(xp.minimum(dc, 0))
+        constant += exact_sum(xp.minimum(dc, 0))
         edges[2 * d][tail] = lam
     if nbad:
         raise NonSubmodularError(
@@ -515,7 +510,7 @@ def grid_energy(
     m = xp.minimum(s, t)
     s -= m
     t -= m
-    constant += _exact_sum(m)
+    constant += exact_sum(m)
     for name, arr in (("source", s), ("sink", t), ("edges", edges)):
         if arr.size and bool((arr > INT32_MAX).any()):
             bad = first_index(arr > INT32_MAX)
@@ -678,7 +673,7 @@ def _potts_energy(u: Any, w: Any, xp) -> GridEnergy:
     m = xp.minimum(u[..., 0], u[..., 1])
     s = u[..., 1] - m
     t = u[..., 0] - m
-    constant = _exact_sum(m)
+    constant = exact_sum(m)
     edges = xp.zeros((2 * D, *grid), dtype=np.int32)
     for name, arr in (("source", s), ("sink", t)):
         if arr.size and int(arr.max()) > INT32_MAX:
