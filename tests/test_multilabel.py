@@ -215,7 +215,7 @@ def test_progress_and_tolerance():
     short = minimize_labels(unary, "potts", max_cycles=6, tol=1.0)
     assert len(short.stats["cycles"]) == 1
     assert short.energy >= full.energy
-    with pytest.raises(ValueError, match="tol must be a number >= 0"):
+    with pytest.raises(ValueError, match="tol must be a finite number >= 0"):
         minimize_labels(unary, "potts", tol=-1)
     with pytest.raises(TypeError, match="callback must be callable"):
         minimize_labels(unary, "potts", callback=3)
@@ -491,3 +491,219 @@ def test_swap_moves_beyond_int32_are_refused():
             u, ("truncated_linear", 2), weights=w, init=init, method="swap",
             backend="cpu",
         )  # fmt: skip
+
+
+# ---- input checks --------------------------------------------------------------------
+
+
+def _brute_force(unary, model, weights):
+    """The least energy over every labelling of a tiny 4-connected 2-D grid."""
+    grid, nl = unary.shape[:-1], unary.shape[-1]
+    return min(
+        label_energy(unary, lab, model, weights=weights)
+        for lab in all_labellings(grid, nl)
+    )
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("method", ["expansion", "swap"])
+def test_energies_near_the_int64_bound_are_exact(rng, sign, method):
+    # every energy just below 2**62: a constant offset of every unary cost changes
+    # no minimum, and the energies keep their exact offset
+    grid, nl = (2, 3), 3
+    v = pairwise_matrix("potts", nl)
+    for _ in range(3):
+        small = rng.integers(0, 20, (*grid, nl))
+        w = rng.integers(0, 5, (2, *grid))
+        pairs = int(w[0][:, :-1].sum() + w[1][:-1].sum())
+        big = sign * ((2**62 - 1 - pairs - 20 * small.size) // small[..., 0].size)
+        unary = small + big
+        res = minimize_labels(unary, "potts", weights=w, method=method, backend="cpu")
+        ref = minimize_labels(small, "potts", weights=w, method=method, backend="cpu")
+        np.testing.assert_array_equal(res.labels, ref.labels)
+        assert res.energy == ref.energy + big * small[..., 0].size
+        assert res.energy == direct(unary, res.labels, v, w, STEPS[(2, 4)])
+        assert _brute_force(unary, "potts", w) == _brute_force(small, "potts", w) + (
+            big * small[..., 0].size
+        )
+
+
+_K = 2**62
+_HUGE = [
+    # (unary, pairwise, weights, the message)
+    (np.full((1, 2, 2), _K - 1) + [0, 1], "potts", None, "unary must lie strictly"),
+    (np.full((1, 2, 2), -_K), "potts", None, "unary must lie strictly"),
+    (np.full((1, 2, 2), 2**61), "potts", None, "unary, weights and pairwise are too"),
+    (np.zeros((2, 3, 3), np.int64), "potts", np.full((2, 2, 3), _K),
+     "weights must lie strictly"),
+    (np.zeros((2, 3, 3), np.int64), "potts", np.full((2, 2, 3), 2**60),
+     "unary, weights and pairwise are too"),
+    (np.zeros((2, 3, 3), np.int64), np.array([[0, _K - 1, 1]] * 3), None,
+     "unary, weights and pairwise are too"),
+    (np.zeros((2, 3, 3), np.int64), np.full((3, 3), _K), None,
+     "pairwise must lie strictly"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("unary", "model", "weights", "match"), _HUGE)
+def test_energies_beyond_int64_are_refused(unary, model, weights, match):
+    """An energy that int64 sums could wrap is a ValueError naming the inputs, from
+    the solvers and label_energy alike (never a labelling chosen by wrapped sums)."""
+    lab = np.zeros(unary.shape[:-1], dtype=int)
+    with pytest.raises(ValueError, match=match):
+        label_energy(unary, lab, model, weights=weights)
+    for method in ("expansion", "swap"):
+        with pytest.raises(ValueError, match=match):
+            minimize_labels(unary, model, weights=weights, method=method, backend="cpu")
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "name", "shown"),
+    [
+        ("unary", np.uint64, "unary", "9223372036854775808"),
+        ("weights", np.uint64, "weights", "18446744073709551615"),
+        ("pairwise", np.uint64, "pairwise", "9223372036854775808"),
+    ],
+)
+def test_uint64_beyond_int64_reports_the_value(values, dtype, name, shown):
+    unary = np.zeros((2, 3, 3), dtype=np.int64) + np.arange(3)
+    kw: dict = {"pairwise": "potts", "weights": None}
+    if values == "unary":
+        unary = np.full((2, 3, 3), 2**63, dtype=dtype)
+    elif values == "weights":
+        kw["weights"] = np.full((2, 2, 3), 2**64 - 1, dtype=dtype)
+    else:
+        kw["pairwise"] = (1 - np.eye(3, dtype=dtype)) * dtype(2**63)
+    with pytest.raises(ValueError, match=rf"{name} must lie .* got {shown} at"):
+        minimize_labels(unary, backend="cpu", **kw)
+    with pytest.raises(ValueError, match=rf"{name} must lie .* got {shown} at"):
+        label_energy(unary, np.zeros((2, 3), int), **kw)
+
+
+def test_huge_caps_are_clamped():
+    # no cap beyond the largest difference changes V; any size of integer works
+    for name in ("truncated_linear", "truncated_quadratic"):
+        for cap in (2**64, 2**70, np.uint64(2**64 - 1)):
+            np.testing.assert_array_equal(
+                pairwise_matrix((name, cap), 4), pairwise_matrix((name, 9), 4)
+            )
+    u = np.arange(18).reshape(2, 3, 3) % 5
+    lab = np.array([[0, 2, 1], [2, 0, 0]])
+    assert label_energy(u, lab, ("truncated_quadratic", 2**64)) == label_energy(
+        u, lab, np.array([[0, 1, 4], [1, 0, 1], [4, 1, 0]])
+    )
+    big = minimize_labels(u, ("truncated_linear", 2**70), backend="cpu")
+    assert big.energy == minimize_labels(u, ("truncated_linear", 2)).energy
+    with pytest.raises(TypeError, match="cap of 'truncated_linear' must be an int"):
+        pairwise_matrix(("truncated_linear", 1.5), 3)
+
+
+@pytest.mark.parametrize(
+    ("labels", "error", "match"),
+    [
+        (np.full((2, 3), 3), ValueError, r"labels must lie in \[0, 3\), got 3 at"),
+        (np.full((2, 3), -1), ValueError, r"labels must lie in \[0, 3\), got -1 at"),
+        (np.full((2, 3), 2**63, np.uint64), ValueError,
+         r"labels must lie in \[0, 3\), got 9223372036854775808 at"),
+        (np.full((2, 3), 1.7), TypeError, "labels must have an integer dtype, got fl"),
+        (np.full((2, 3), np.nan), TypeError, "labels must have an integer dtype"),
+        (np.full((2, 3), 1j), TypeError, "labels must have an integer dtype, got co"),
+        (np.ones((2, 3), bool), TypeError, "labels must have an integer dtype, got b"),
+        (np.zeros((3, 2), int), ValueError, r"labels must be integer labels of the g"),
+    ],
+)  # fmt: skip
+def test_label_energy_checks_the_labels(labels, error, match):
+    u = np.arange(18).reshape(2, 3, 3)
+    with pytest.raises(error, match=match):
+        label_energy(u, labels)
+    # the same check as the starting labels of minimize_labels
+    match = match.replace("labels must", "init (labels )?must")
+    with pytest.raises(error, match=match):
+        minimize_labels(u, init=labels, backend="cpu")
+
+
+def _masked(a):
+    return np.ma.masked_array(a, mask=np.zeros(np.shape(a), bool))
+
+
+_U = np.arange(18).reshape(2, 3, 3) % 7
+_IRREGULAR = [
+    # (the parameter, minimize_labels' arguments with it irregular)
+    ("unary", lambda f: ((f(_U),), {})),
+    ("pairwise", lambda f: ((_U, f(1 - np.eye(3, dtype=int))), {})),
+    ("weights", lambda f: ((_U,), {"weights": f(np.ones((2, 2, 3), int))})),
+    ("init", lambda f: ((_U,), {"init": f(np.zeros((2, 3), int))})),
+]
+
+
+def _ragged(a):
+    rows = np.asarray(a).tolist()
+    rows[-1] = rows[-1][:-1]  # one entry short
+    return rows
+
+
+@pytest.mark.parametrize(("name", "call"), _IRREGULAR, ids=[n for n, _ in _IRREGULAR])
+def test_masked_and_ragged_inputs_are_refused(name, call):
+    args, kw = call(_masked)
+    with pytest.raises(TypeError, match=f"{name} must be a plain array, got a masked"):
+        minimize_labels(*args, backend="cpu", **kw)
+    args, kw = call(_ragged)
+    with pytest.raises(ValueError, match=f"{name} must be a regular"):
+        minimize_labels(*args, backend="cpu", **kw)
+    # plain lists are arrays
+    args, kw = call(lambda a: np.asarray(a).tolist())
+    got = minimize_labels(*args, backend="cpu", **kw)
+    args, kw = call(np.asarray)
+    assert got.energy == minimize_labels(*args, backend="cpu", **kw).energy
+
+
+def test_label_energy_refuses_masked_and_ragged_labels():
+    lab = np.zeros((2, 3), int)
+    with pytest.raises(TypeError, match="labels must be a plain array"):
+        label_energy(_U, _masked(lab))
+    with pytest.raises(ValueError, match="labels must be a regular"):
+        label_energy(_U, _ragged(lab))
+    assert label_energy(_U, lab.tolist()) == label_energy(_U, lab)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 2), (0, 2, 2, 3)])
+def test_an_empty_grid_gives_the_same_result_with_every_method(shape):
+    unary = np.zeros(shape, dtype=np.int64)
+    results = [
+        minimize_labels(unary, method=method, backend="cpu")
+        for method in ("expansion", "swap")
+    ]
+    for res in results:
+        assert res.labels.shape == shape[:-1] and res.labels.dtype == np.int32
+        assert res.energy == 0 == res.stats["initial_energy"]
+        assert res.stats["cycles"] == results[0].stats["cycles"]
+        assert res.stats["cycles"][0]["cuts"] == 0
+    assert label_energy(unary, np.zeros(shape[:-1], int)) == 0
+
+
+def test_max_cycles_takes_numpy_integers():
+    u = np.random.default_rng(3).integers(0, 9, (4, 5, 3))
+    want = minimize_labels(u, max_cycles=3, backend="cpu")
+    for value in (np.int64(3), np.int32(3), np.uint8(3)):
+        got = minimize_labels(u, max_cycles=value, backend="cpu")
+        np.testing.assert_array_equal(got.labels, want.labels)
+        assert got.energy == want.energy
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        ({"max_cycles": 0}, ValueError, "max_cycles must be an integer >= 1, got 0"),
+        ({"max_cycles": np.int64(-2)}, ValueError, "max_cycles must be an integer"),
+        ({"max_cycles": 2.0}, TypeError, "max_cycles must be an integer, got 2.0"),
+        ({"max_cycles": True}, TypeError, "max_cycles must be an integer, got True"),
+        ({"max_cycles": "3"}, TypeError, "max_cycles must be an integer, got '3'"),
+        ({"tol": float("nan")}, ValueError, "tol must be a finite number >= 0"),
+        ({"tol": -1e-3}, ValueError, "tol must be a finite number >= 0"),
+        ({"tol": "x"}, TypeError, "tol must be a number, got 'x'"),
+        ({"tol": None}, TypeError, "tol must be a number, got None"),
+    ],
+)
+def test_run_arguments_are_checked(kw, error, match):
+    with pytest.raises(error, match=match):
+        minimize_labels(_U, backend="cpu", **kw)

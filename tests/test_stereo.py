@@ -1074,3 +1074,144 @@ def test_tsukuba_gpu_solvers_on_the_cpu_costs(data_dir):
     e_ref = stereo_energy(c, w, ref, smoothness="truncated_linear")
     e_got = stereo_energy(c, w, got, smoothness="truncated_linear")
     assert abs(e_got - e_ref) <= 1e-3 * e_ref
+
+
+# ---- input checks of the front door --------------------------------------------------
+
+
+def _shifted_pair(rng, shift=2, dtype=np.float64):
+    right = rng.integers(0, 255, (12, 20)).astype(dtype)
+    return np.roll(right, shift, axis=1), right
+
+
+def _with(a, index, value):
+    out = a.astype(np.float64)
+    out[index] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("which", "make", "error", "match"),
+    [
+        ("left", lambda a: _with(a, (3, 5), np.nan), ValueError,
+         r"left must hold finite values .*got nan at index \(3, 5\)"),
+        ("right", lambda a: _with(a, (0, 7), -np.inf), ValueError,
+         r"right must hold finite values .*got -inf at index \(0, 7\)"),
+        ("left", lambda a: np.full(a.shape, np.inf), ValueError,
+         r"left must hold finite values .*got inf at index \(0, 0\)"),
+        # finite in float64, not in float32: reported as given
+        ("left", lambda a: _with(a, (1, 2), 1e39), ValueError,
+         r"left must hold finite values \(as float32\), got 1e\+39 at index \(1, 2\)"),
+        ("right", lambda a: a + 1j, TypeError,
+         "right must have a bool, integer or floating dtype, got complex128"),
+        ("left", lambda a: a.astype(object), TypeError,
+         "left must have a bool, integer or floating dtype, got object"),
+        ("left", lambda a: np.ma.masked_array(a, mask=a > 100), TypeError,
+         "left must be a plain array, got a masked array"),
+        ("right", lambda a: a.tolist()[:-1] + [a.tolist()[-1][:-1]], ValueError,
+         r"right must be a regular \(rectangular\) array"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("method", ["expansion", "ishikawa"])
+def test_stereo_images_are_checked(rng, which, make, error, match, method):
+    left, right = _shifted_pair(rng)
+    pair = {"left": left, "right": right}
+    pair[which] = make(pair[which])
+    with pytest.raises(error, match=match):
+        stereo_disparity(
+            pair["left"], pair["right"], max_disparity=4, method=method,
+            backend="cpu",
+        )  # fmt: skip
+    with pytest.raises(error, match=match):
+        stereo_cost_volume(pair["left"], pair["right"], 4, backend="cpu")
+
+
+def test_stereo_accepts_real_image_dtypes(rng):
+    left, right = _shifted_pair(rng)
+    want = stereo_disparity(left, right, max_disparity=4, backend="cpu")
+    assert np.all(want[:, 4:] == 2)
+    for dtype in (np.uint8, np.int64, np.float32):
+        got = stereo_disparity(
+            left.astype(dtype), right.astype(dtype), max_disparity=4, backend="cpu"
+        )
+        np.testing.assert_array_equal(got, want)
+    got = stereo_disparity(
+        left.tolist(), right.tolist(), max_disparity=4, backend="cpu"
+    )
+    np.testing.assert_array_equal(got, want)
+
+
+_BAD_SCALARS = [
+    ({"lam": -1.0}, ValueError, "lam must be a finite number >= 0, got -1.0"),
+    ({"lam": float("nan")}, ValueError, "lam must be a finite number >= 0, got nan"),
+    ({"lam": float("inf")}, ValueError, "lam must be a finite number >= 0, got inf"),
+    ({"lam": "a"}, TypeError, "lam must be a number, got 'a'"),
+    ({"lam": 1e12}, ValueError,
+     r"pair weights quantised with lam=1000000000000.0, cost_scale=100.0 must be at "
+     r"most 2147483647 \(int32\), got 3e\+14"),
+    ({"cost_scale": 0}, ValueError, "cost_scale must be a finite number > 0, got 0"),
+    ({"cost_scale": -1}, ValueError, "cost_scale must be a finite number > 0, got -1"),
+    ({"cost_scale": float("nan")}, ValueError, "cost_scale must be a finite number"),
+    ({"cost_scale": float("inf")}, ValueError, "cost_scale must be a finite number"),
+    ({"cost_scale": "x"}, TypeError, "cost_scale must be a number, got 'x'"),
+    ({"cost_scale": 1e12}, ValueError,
+     r"matching costs quantised with cost_scale=1000000000000.0 must be at most "
+     r"2147483647 \(int32\)"),
+    ({"max_cycles": 2.7}, TypeError, "max_cycles must be an integer, got 2.7"),
+    ({"max_cycles": "3"}, TypeError, "max_cycles must be an integer, got '3'"),
+    ({"max_cycles": True}, TypeError, "max_cycles must be an integer, got True"),
+    ({"max_cycles": None}, TypeError, "max_cycles must be an integer, got None"),
+    ({"max_cycles": 0}, ValueError, "max_cycles must be an integer >= 1, got 0"),
+    ({"window": 0}, ValueError, r"window must be an integer in \[1, 46340\], got 0"),
+    ({"window": -5}, ValueError, r"window must be an integer in \[1, 46340\], got -5"),
+    ({"window": 2.5}, TypeError, "window must be an integer, got 2.5"),
+    ({"window": float("nan")}, TypeError, "window must be an integer, got nan"),
+    ({"window": True}, TypeError, "window must be an integer, got True"),
+    ({"window": "3"}, TypeError, "window must be an integer, got '3'"),
+    ({"tol": "x"}, TypeError, "tol must be a number, got 'x'"),
+    ({"tol": None}, TypeError, "tol must be a number, got None"),
+    ({"tol": -0.5}, ValueError, "tol must be a finite number >= 0, got -0.5"),
+    ({"callback": 3}, TypeError, "callback must be callable, got int"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kw", "error", "match"), _BAD_SCALARS)
+def test_stereo_scalar_parameters_are_checked(rng, kw, error, match):
+    left, right = _shifted_pair(rng, dtype=np.uint8)
+    with pytest.raises(error, match=match):
+        stereo_disparity(left, right, max_disparity=4, backend="cpu", **kw)
+
+
+def test_stereo_scalar_parameters_take_numpy_numbers(rng):
+    left, right = _shifted_pair(rng, dtype=np.uint8)
+    want = stereo_disparity(left, right, max_disparity=4, backend="cpu")
+    got = stereo_disparity(
+        left, right, max_disparity=4, backend="cpu", max_cycles=np.int64(5),
+        window=np.int32(3), lam=np.float64(0.2), cost_scale=np.int64(100),
+        tol=np.float32(1e-3),
+    )  # fmt: skip
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        ({"max_cycles": 2.5}, TypeError, "max_cycles must be an integer, got 2.5"),
+        ({"max_cycles": -1}, ValueError, "max_cycles must be an integer >= 1"),
+        ({"tol": "x"}, TypeError, "tol must be a number, got 'x'"),
+        ({"tol": float("nan")}, ValueError, "tol must be a finite number >= 0"),
+    ],
+)
+def test_solver_run_arguments_are_checked(rng, kw, error, match):
+    cost, w = _random_problem(rng, 3, 4, 5)
+    with pytest.raises(error, match=match):
+        solve_disparity(cost, w, backend="cpu", **kw)
+    labels = solve_disparity(cost, w, max_cycles=np.int64(2), backend="cpu")
+    assert labels.shape == (4, 5)
+
+
+@pytest.mark.parametrize("window", [0, 2.0, True, 46341])
+def test_cost_volume_window_is_checked(rng, window):
+    left, right = _shifted_pair(rng)
+    with pytest.raises((TypeError, ValueError), match="window must be an integer"):
+        stereo_cost_volume(left, right, 4, window=window, backend="cpu")

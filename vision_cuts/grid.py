@@ -41,8 +41,6 @@ from ._validate import (
 )
 from .exceptions import NonSubmodularError
 
-_exact_sum = exact_sum  # TEMP
-
 __all__ = ["GridEnergy", "grid_energy", "grid_graph", "neighbour_offsets"]
 
 

@@ -35,9 +35,23 @@ from ._maxflow_cpu import (
     default_threads,
     solve_records,
 )
-from ._validate import INT32_MAX
+from ._validate import (
+    INT32_MAX,
+    check_int,
+    check_number,
+    exact_sum,
+    first_index,
+    regular_array,
+)
 from .exceptions import NonSubmodularError
-from .grid import GridEnergy, _arc_views, connectivity_planes, neighbour_offsets
+from .grid import (
+    COST_MAX,
+    GridEnergy,
+    _arc_views,
+    _as_cost,
+    connectivity_planes,
+    neighbour_offsets,
+)
 from .maxflow import maxflow_grid
 
 __all__ = ["LabelResult", "label_energy", "minimize_labels", "pairwise_matrix"]
@@ -58,7 +72,7 @@ def pairwise_matrix(model: Any, labels: int) -> np.ndarray:
     """The ``(L, L)`` int64 matrix ``V`` of a pairwise model: ``"potts"`` (1 where the
     labels differ), ``("truncated_linear", cap)`` (``min(|a - b|, cap)``),
     ``("truncated_quadratic", cap)`` (``min((a - b)^2, cap)``), or an ``(L, L)``
-    integer matrix as it is."""
+    integer matrix as it is (its entries strictly within +-2**62)."""
     if isinstance(labels, bool) or not isinstance(labels, (int, np.integer)):
         raise TypeError(f"labels must be an integer, got {type(labels).__name__}")
     a = np.arange(int(labels))
@@ -72,19 +86,18 @@ def pairwise_matrix(model: Any, labels: int) -> np.ndarray:
         )
     if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], str):
         name, cap = model
-        if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
-            raise ValueError(
-                f"the cap of {name!r} must be an integer >= 1, got {cap!r}"
-            )
+        cap = check_int(cap, f"the cap of {name!r}", low=1)
+        # no cap above (L - 1)^2 changes V: clamped, a cap of any size fits int64
+        cap = min(cap, (int(labels) - 1) ** 2)
         if name == "truncated_linear":
-            return np.minimum(diff, int(cap)).astype(np.int64)
+            return np.minimum(diff, cap).astype(np.int64)
         if name == "truncated_quadratic":
-            return np.minimum(diff * diff, int(cap)).astype(np.int64)
+            return np.minimum(diff * diff, cap).astype(np.int64)
         raise ValueError(
             f"pairwise model must be 'truncated_linear' or 'truncated_quadratic', "
             f"got {name!r}"
         )
-    v = np.asarray(model)
+    v = to_numpy(regular_array(model, "pairwise"))
     if v.dtype.kind not in "iu":
         raise TypeError(f"a pairwise matrix must have an integer dtype, got {v.dtype}")
     if v.shape != (labels, labels):
@@ -92,7 +105,9 @@ def pairwise_matrix(model: Any, labels: int) -> np.ndarray:
             f"a pairwise matrix must have shape (L, L) = {(labels, labels)}, got "
             f"{v.shape}"
         )
-    return v.astype(np.int64)
+    # bounded before the cast: a uint64 entry beyond int64 is reported as it is
+    v, _ = _as_cost(v, "pairwise", None, np)
+    return v
 
 
 def _check_pairwise(v: np.ndarray, method: str) -> None:
@@ -138,7 +153,8 @@ def _steps(ndim: int, connectivity: Any) -> int:
 
 
 def _check(unary: Any, pairwise: Any, weights: Any, connectivity: Any) -> tuple:
-    u = to_numpy(unary)
+    """The model as int64 arrays ``(u, v, w, D)``, its energies within int64."""
+    u = to_numpy(regular_array(unary, "unary"))
     if u.dtype.kind not in "iu":
         raise TypeError(f"unary must have an integer dtype, got {u.dtype}")
     if u.ndim not in (3, 4) or u.shape[-1] < 2:
@@ -146,24 +162,46 @@ def _check(unary: Any, pairwise: Any, weights: Any, connectivity: Any) -> tuple:
             f"unary must have shape (M, N, L) or (P, M, N, L) with L >= 2 labels, got "
             f"{u.shape}"
         )
-    u = u.astype(np.int64)
+    # bounded before the cast: a uint64 value beyond int64 is reported as it is
+    u, umax = _as_cost(u, "unary", None, np)
     grid, nlabels = u.shape[:-1], u.shape[-1]
     v = pairwise_matrix(pairwise, nlabels)
     D = _steps(len(grid), connectivity)
     if weights is None:
         w = np.ones((D, *grid), dtype=np.int64)
     else:
-        w = to_numpy(weights)
+        w = to_numpy(regular_array(weights, "weights"))
         if w.dtype.kind not in "iu":
             raise TypeError(f"weights must have an integer dtype, got {w.dtype}")
         if w.shape != (D, *grid):
             raise ValueError(
                 f"weights must have shape (D, *grid) = {(D, *grid)}, got {w.shape}"
             )
+        w, _ = _as_cost(w, "weights", None, np)
         if w.size and int(w.min()) < 0:
-            raise ValueError("weights must be >= 0")
-        w = w.astype(np.int64)
+            bad = first_index(w < 0)
+            raise ValueError(f"weights must be >= 0, got {w[bad]} at index {bad}")
+    _check_energy_range(umax, v, w, D)
     return u, v, w, D
+
+
+def _check_energy_range(umax: int, v: np.ndarray, w: np.ndarray, D: int) -> None:
+    """Every energy and every partial sum of its terms lies within +-2**62: ``n
+    max|unary| + sum(w) max|V|`` (``w`` over the grid's pairs) below it. The int64
+    sums of the energy and of the move graphs (their constants wrap modulo 2**64 only
+    on the way to a total within int64) are then exact, and so is each ``w V``."""
+    grid = w.shape[1:]
+    n = int(np.prod(grid))
+    vmax = max(int(v.max()), -int(v.min())) if v.size else 0
+    wsum = sum(exact_sum(w[d][_arc_views(len(grid), 2 * d)[0]]) for d in range(D))
+    bound = n * umax + wsum * vmax
+    if bound >= COST_MAX:
+        raise ValueError(
+            "unary, weights and pairwise are too large for exact int64 energies: "
+            f"{n} nodes x max |unary| ({umax}) + sum of weights ({wsum}) x max |V| "
+            f"({vmax}) = {bound} must be below 2**62 ({COST_MAX}); reduce the costs "
+            "or the weights"
+        )
 
 
 def label_energy(
@@ -175,14 +213,9 @@ def label_energy(
     connectivity: int = 1,
 ) -> int:
     """The exact energy ``E(labels)`` of :func:`minimize_labels`'s model, a Python
-    int."""
+    int; ``labels`` integers in ``[0, L)`` of the grid shape."""
     u, v, w, D = _check(unary, pairwise, weights, connectivity)
-    lab = np.asarray(to_numpy(labels)).astype(np.int64)
-    if lab.shape != u.shape[:-1]:
-        raise ValueError(
-            f"labels must have the grid shape {u.shape[:-1]}, got {lab.shape}"
-        )
-    return _energy(u, v, w, D, lab)
+    return _energy(u, v, w, D, _check_labels(labels, u, "labels"))
 
 
 def _energy(
@@ -887,7 +920,9 @@ def minimize_labels(
     Parameters
     ----------
     unary : ndarray, shape (M, N, L) or (P, M, N, L)
-        Integer cost of every label at every node.
+        Integer cost of every label at every node. Energies are summed exactly in
+        int64: ``n max|unary| + sum(weights) max V`` (``n`` nodes, the weights of
+        the grid's pairs) must be below ``2**62``.
     pairwise : str, tuple or ndarray
         ``V``: ``"potts"``, ``("truncated_linear", cap)``, ``("truncated_quadratic",
         cap)`` or an ``(L, L)`` integer matrix (:func:`pairwise_matrix`). Expansion
@@ -942,7 +977,7 @@ def minimize_labels(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    _check_run(max_cycles, tol, callback, moves_per_cut)
+    max_cycles, tol = _check_run(max_cycles, tol, callback, moves_per_cut)
     u, v, w, D = _check(unary, pairwise, weights, connectivity)
     _check_pairwise(v, method)
     lab = _start_labels(init, u)
@@ -974,36 +1009,43 @@ def minimize_labels(
     return LabelResult(loop.labels().astype(np.int32), int(loop.energy), stats)
 
 
-def _check_run(max_cycles: Any, tol: Any, callback: Any, moves_per_cut: Any) -> None:
-    """minimize_labels' checks of the arguments that shape the run."""
-    if (
-        isinstance(max_cycles, bool)
-        or not isinstance(max_cycles, int)
-        or max_cycles < 1
-    ):
-        raise ValueError(f"max_cycles must be an integer >= 1, got {max_cycles!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+def _check_run(
+    max_cycles: Any, tol: Any, callback: Any, moves_per_cut: Any = 1
+) -> tuple[int, float]:
+    """The checks of the arguments that shape a run (of minimize_labels and the
+    stereo solvers): ``max_cycles`` as an int, ``tol`` as a float."""
+    max_cycles = check_int(max_cycles, "max_cycles", low=1)
+    tol = check_number(tol, "tol", low=0)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     check_moves_per_cut(moves_per_cut)
+    return max_cycles, tol
 
 
 def _start_labels(init: Any, u: np.ndarray) -> np.ndarray:
     """The starting labelling: ``init`` checked, or each node's cheapest label."""
-    nlabels = u.shape[-1]
     if init is None:
         return np.argmin(u, axis=-1).astype(np.int64)
-    lab = np.asarray(to_numpy(init))
-    if lab.shape != u.shape[:-1] or lab.dtype.kind not in "iu":
+    return _check_labels(init, u, "init")
+
+
+def _check_labels(labels: Any, u: np.ndarray, name: str) -> np.ndarray:
+    """``labels`` (the parameter ``name``) as int64: an integer array of the grid
+    shape of ``u`` with values in ``[0, L)``."""
+    grid, nlabels = u.shape[:-1], u.shape[-1]
+    lab = to_numpy(regular_array(labels, name))
+    if lab.dtype.kind not in "iu":
+        raise TypeError(f"{name} must have an integer dtype, got {lab.dtype}")
+    if lab.shape != grid:
         raise ValueError(
-            f"init must be integer labels of the grid shape {u.shape[:-1]}, got "
-            f"{lab.dtype} {lab.shape}"
+            f"{name} must be integer labels of the grid shape {grid}, got shape "
+            f"{lab.shape}"
         )
     if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= nlabels):
+        bad = first_index((lab < 0) | (lab >= nlabels))
+        what = name if name == "labels" else f"{name} labels"
         raise ValueError(
-            f"init labels must lie in [0, {nlabels}), got {int(lab.min())}.."
-            f"{int(lab.max())}"
+            f"{what} must lie in [0, {nlabels}), got {lab[bad]} at index {bad}"
         )
     return lab.astype(np.int64)
 
@@ -1052,6 +1094,8 @@ class _HostLoop:
             self.energy = min(self.energy, e)
             return True, taken
         lab, costs = self.lab, None
+        if not lab.size:  # an empty grid: no node can move, so no cut is made
+            return False, False
         if b is None:
             zero, one = lab, np.full_like(lab, a)
             if self.ucur is not None:

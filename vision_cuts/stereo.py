@@ -40,6 +40,7 @@ import numpy as np
 from scipy import ndimage
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
+from ._validate import check_int, check_number, first_index, regular_array
 from .grid import GridEnergy, grid_energy
 from .maxflow import maxflow_grid
 
@@ -86,6 +87,9 @@ PYRAMID_COARSE_LABELS = 16
 #: forced, as accurate as the window's mean and nearer the exact cut's energy on each
 #: (benchmarks/eval_stereo.py, BENCHMARKS.md "The Ishikawa pyramid").
 PYRAMID_SLOPE_DIV = 4
+#: The largest box window of the cost volume (the device's filter takes window *
+#: window as an int).
+_MAX_WINDOW = 46340
 
 
 # --------------------------------------------------------------------------- inputs
@@ -114,8 +118,11 @@ def _same_kind(out: Any, like: Any) -> Any:
 
 
 def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
-    """Validate a pair (shapes only, no data read); float32 (M, N, C <= 3) in ``xp``
-    (``xp=None``: validate only, return the inputs)."""
+    """Validate a pair: its shapes and dtypes (real numbers) without reading data
+    (``xp=None``: validate only, return the inputs), else float32 (M, N, C <= 3) in
+    ``xp``, every value finite (one reduction an image)."""
+    left = regular_array(left, "left")
+    right = regular_array(right, "right")
     if not hasattr(left, "shape"):
         left = np.asarray(left)
     if not hasattr(right, "shape"):
@@ -128,6 +135,10 @@ def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
             )
         if img.shape[0] < 1 or img.shape[1] < 2:
             raise ValueError(f"{name} is too small: shape {tuple(img.shape)}")
+        if img.dtype.kind not in "biuf":
+            raise TypeError(
+                f"{name} must have a bool, integer or floating dtype, got {img.dtype}"
+            )
     if tuple(left.shape) != tuple(right.shape):
         raise ValueError(
             f"left and right must have the same shape and channels, got left "
@@ -135,11 +146,26 @@ def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
         )
     if xp is None:
         return left, right
-    left = _to(xp, left).astype(np.float32)
-    right = _to(xp, right).astype(np.float32)
+    left = _finite_float32(left, "left", xp)
+    right = _finite_float32(right, "right", xp)
     if left.ndim == 2:
         left, right = left[..., None], right[..., None]
     return left[..., :3], right[..., :3]
+
+
+def _finite_float32(img: Any, name: str, xp: Any) -> Any:
+    """``img`` as float32 in ``xp``; a value that is not finite there (NaN,
+    infinite, or beyond float32's range) is a ValueError naming ``name``, the
+    value as given and its index."""
+    with np.errstate(over="ignore"):  # (a value beyond float32: reported below)
+        out = _to(xp, img).astype(np.float32)
+    if img.dtype.kind == "f" and not bool(xp.isfinite(out).all()):
+        bad = first_index(~xp.isfinite(out))
+        raise ValueError(
+            f"{name} must hold finite values (as float32), got {img[bad].item()!r} at "
+            f"index {bad}"
+        )
+    return out
 
 
 def _check_max_disparity(max_disparity: Any, width: int) -> int:
@@ -218,8 +244,8 @@ def stereo_cost_volume(
 
     ``C = min(mean |I_L - I_R|, ad_truncation) / ad_truncation
     + census_weight * hamming(census_L, census_R) / K``, box-filtered over a
-    ``window x window`` neighbourhood (1 = no filtering). Where ``x - d < 0`` the
-    right image is clamped to its first column.
+    ``window x window`` neighbourhood (an integer in ``[1, 46340]``; 1 = no
+    filtering). Where ``x - d < 0`` the right image is clamped to its first column.
 
     ``backend``: where it is computed (``"gpu"``: ``kernels/stereo.cu``, census radius
     at most 3; equal to the CPU volume up to the rounding of the box filter's float64
@@ -230,6 +256,7 @@ def stereo_cost_volume(
     cost : ndarray of float32, shape (max_disparity + 1, M, N), values in [0, 1 +
         census_weight].
     """
+    window = check_int(window, "window", 1, _MAX_WINDOW)
     which = resolve_backend(backend, left, right)
     lp, rp = _check_pair(left, right, _xp(which))
     max_disparity = _check_max_disparity(max_disparity, lp.shape[1])
@@ -826,11 +853,9 @@ def solve_disparity(
         raise ValueError(f"truncation must be >= 1, got {truncation}")
     if moves_per_cut is None:
         moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
-    from .multilabel import check_moves_per_cut
+    from .multilabel import _check_run
 
-    check_moves_per_cut(moves_per_cut)
-    if not tol >= 0:
-        raise ValueError(f"tol must be >= 0, got {tol!r}")
+    max_cycles, tol = _check_run(max_cycles, tol, callback, moves_per_cut)
     c = _to(xp, cost)
     w = _to(xp, weights)
     _check_solver_inputs(c, w, kind, int(truncation), xp)
@@ -848,10 +873,10 @@ def solve_disparity(
             w,
             kind,
             int(truncation),
-            int(max_cycles),
+            max_cycles,
             backend,
             callback=callback,
-            tol=float(tol),
+            tol=tol,
         )
     else:
         labels = _expansion_moves(
@@ -859,17 +884,31 @@ def solve_disparity(
             w,
             kind,
             int(truncation),
-            int(max_cycles),
+            max_cycles,
             backend,
             int(moves_per_cut),
             callback=callback,
-            tol=float(tol),
+            tol=tol,
             stats=stats,
         )
     return _same_kind(labels, cost)
 
 
 # ---------------------------------------------------------------------- front door
+def _quantised(a: Any, cost_scale: Any, xp: Any, what: str, given: dict) -> Any:
+    """``round(a * cost_scale)`` as int32 (``a``: finite and >= 0); a value beyond
+    int32 is a ValueError naming ``what`` and the parameters ``given`` (name: value)
+    that set it."""
+    q = xp.rint(a * cost_scale)
+    if q.size and not bool((q < 2**31).all()):  # (an overflow to inf included)
+        params = ", ".join(f"{k}={v!r}" for k, v in given.items())
+        raise ValueError(
+            f"{what} quantised with {params} must be at most {_INT32_MAX} (int32), got "
+            f"{float(q.max()):.6g}: lower {' or '.join(given)}"
+        )
+    return q.astype(np.int32)
+
+
 def stereo_disparity(
     left: Any,
     right: Any,
@@ -923,10 +962,11 @@ def stereo_disparity(
         the energy before it (default 0.001; 0 = run to a local minimum with respect
         to expansion moves, or to ``max_cycles``).
     cost_scale : float
-        Costs and weights are quantised to ``round(value * cost_scale)`` (int32).
+        Costs and weights are quantised to ``round(value * cost_scale)`` (int32;
+        ``cost_scale > 0``).
     census_radius, window : int
-        Cost-volume parameters (:func:`stereo_cost_volume`; census radius at most 3 on
-        the GPU).
+        Cost-volume parameters (:func:`stereo_cost_volume`; ``window`` in ``[1,
+        46340]``; census radius at most 3 on the GPU).
     callback : callable, optional
         Progress: called as ``callback(done, total)`` after each move (expansion) or
         the cut (Ishikawa); ``done == total`` at the end.
@@ -948,22 +988,34 @@ def stereo_disparity(
     Raises
     ------
     ValueError
-        Images of different shapes / channels, ``max_disparity`` outside ``(0, N)``,
-        unknown ``method`` or ``smoothness``.
+        Images of different shapes / channels or with a value that is not finite,
+        ``max_disparity`` outside ``(0, N)``, unknown ``method`` or ``smoothness``,
+        ``lam < 0``, ``cost_scale <= 0``, ``window`` or ``max_cycles`` below 1,
+        ``tol < 0``, or quantised costs or weights beyond int32.
+    TypeError
+        Images that are not of real numbers (complex, object) or masked; a scalar
+        parameter of the wrong type.
     BackendUnavailableError
         ``backend="gpu"`` without a usable device.
     """
+    from .multilabel import _check_run
+
     method = _check_method(method)
     kind = _check_smoothness(smoothness, method)
     first, _ = _check_pair(left, right, None)  # shapes only, before any copy
     width = int(first.shape[1])
     max_disparity = _check_max_disparity(max_disparity, width)
     _check_label_step(label_step, method, max_disparity + 1)
+    # the scalars are checked (the values passed on as given), before any work
+    if lam is None:
+        lam = 0.2 if method == "expansion" else 0.05
+    check_number(lam, "lam", low=0)
+    check_number(cost_scale, "cost_scale", low=0, above=True)
+    check_int(window, "window", 1, _MAX_WINDOW)
+    _check_run(max_cycles, tol, callback)
     backend = resolve_backend(backend, left, right)
     xp = _xp(backend)
     lp, rp = _check_pair(left, right, xp)
-    if lam is None:
-        lam = 0.2 if method == "expansion" else 0.05
     cost = stereo_cost_volume(
         lp,
         rp,
@@ -972,8 +1024,12 @@ def stereo_disparity(
         window=window,
         backend=backend,
     )
-    c = xp.rint(cost * cost_scale).astype(np.int32)
-    w = xp.rint(stereo_weights(lp, smoothness=lam) * cost_scale).astype(np.int32)
+    scale = {"cost_scale": cost_scale}
+    c = _quantised(cost, cost_scale, xp, "the matching costs", scale)
+    w = _quantised(
+        stereo_weights(lp, smoothness=lam), cost_scale, xp, "the pair weights",
+        {"lam": lam, "cost_scale": cost_scale},
+    )  # fmt: skip
     labels = solve_disparity(
         c,
         w,
