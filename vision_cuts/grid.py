@@ -354,12 +354,12 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> tuple[Any, int]:
         if hi >= COST_MAX or lo <= -COST_MAX:
             over = (a >= COST_MAX) | (a <= -COST_MAX)
             bad = first_index(over)
-            value = int(a[bad])
+            value, remedy = int(a[bad]), f"reduce {name}"
             if scale not in (None, 1):
-                value = f"{value} after scaling"
+                value, remedy = f"{value} after scaling", f"{remedy} or the scale"
             raise ValueError(
                 f"{name} must lie strictly between -2**62 and 2**62 ({COST_MAX}), got "
-                f"{value} at index {bad}: reduce the costs (or the scale)"
+                f"{value} at index {bad}: {remedy}"
             )
     return a.astype(np.int64, copy=False), bound
 
