@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,84 @@ def test_textureless_pair_reports_no_match(tmp_path, capsys):
     assert main(["flow", str(a), str(a), "-o", str(out), "--backend", "cpu"]) == 0
     assert "0 matches" in capsys.readouterr().out
     assert out.is_file()
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("vo.png", "'.png' is an image format"),
+        ("vo.jpg", "'.jpg' is an image format"),
+        ("vo", "no file extension"),
+        ("vo.xyz", "OpenCV has no writer for this container and codec"),
+    ],
+)
+def test_video_output_refused_before_solving(
+    tmp_path, capsys, monkeypatch, name, words
+):
+    """A video written under an image name (FFmpeg writes the raw stream there) or
+    with a container OpenCV cannot write is refused before any pair is solved."""
+    flow_module = importlib.import_module("vision_cuts.optical_flow")
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("a pair was solved")
+
+    monkeypatch.setattr(flow_module, "optical_flow_frames", no_solve)
+    src = tmp_path / "in.avi"
+    _write_video(src, _frames(3), "MJPG")
+    out = tmp_path / name
+    with pytest.raises(SystemExit, match=words) as info:
+        main(["flow", str(src), "-o", str(out), "--backend", "cpu"])
+    text = str(info.value.code)
+    assert text.startswith("error: ") and "-o/--output" in text
+    assert "\n" not in text and not out.exists()
+    assert capsys.readouterr().out == ""
+
+
+def test_video_output_not_left_behind(tmp_path):
+    """A video with one frame gives no pair: the output opened for it is removed."""
+    one = tmp_path / "one.avi"
+    _write_video(one, _frames(1), "MJPG")
+    out = tmp_path / "o.mp4"
+    with pytest.raises(SystemExit, match="fewer than two frames"):
+        main(["flow", str(one), "-o", str(out), "--backend", "cpu"])
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def small_pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pair")
+    f0, f1 = _frames(2, (48, 64))
+    p0, p1 = folder / "a.png", folder / "b.png"
+    cv2.imwrite(str(p0), f0)
+    cv2.imwrite(str(p1), f1)
+    return str(p0), str(p1)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--search-radius", "1e-3"],
+        ["--arrow-scale", "1e300", "-o", "{tmp}/a.png"],
+        ["--detector", "orb", "--max-features", "600000000"],
+        ["--detector", "sift", "--max-features", "600000000"],
+    ],
+)
+def test_extreme_option_values_run(small_pair, tmp_path, capsys, options):
+    argv = ["flow", *small_pair, "--backend", "cpu"]
+    argv += [o.format(tmp=tmp_path) for o in options]
+    assert main(argv) == 0
+    assert "flow of a 64x48 pair" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--max-features", "3000000000"], "--max-features must be positive and at"),
+        (["--search-radius", "nan"], "--search-radius must be positive and finite"),
+        (["--arrow-scale", "inf"], "--arrow-scale must be positive and finite"),
+        (["--max-magnitude=-inf"], "--max-magnitude must be positive and finite"),
+    ],
+)
+def test_bad_option_values(small_pair, options, words):
+    with pytest.raises(SystemExit, match=words):
+        main(["flow", *small_pair, "--backend", "cpu", *options])

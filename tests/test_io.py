@@ -1,11 +1,14 @@
-"""PFM reading and writing."""
+"""PFM and .flo reading and writing."""
 
 from __future__ import annotations
+
+import struct
+import warnings
 
 import numpy as np
 import pytest
 
-from vision_cuts.io import read_pfm, write_pfm
+from vision_cuts.io import read_flo, read_pfm, write_flo, write_pfm
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (4, 3, 3), (1, 1)])
@@ -32,3 +35,70 @@ def test_pfm_bad_inputs(tmp_path):
     short.write_bytes(b"Pf\n4 4\n-1.0\n\x00\x00\x00\x00")
     with pytest.raises(ValueError, match="expected 16 values"):
         read_pfm(short)
+
+
+def _flo_bytes(width: int, height: int, values: int) -> bytes:
+    """A .flo header for ``width x height`` followed by ``values`` float32 zeros."""
+    return (
+        struct.pack("<f", 202021.25)
+        + struct.pack("<ii", width, height)
+        + np.zeros(values, "<f4").tobytes()
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        # headers that claim far more than the file holds: no allocation, no overflow
+        (_flo_bytes(2**31 - 1, 2**31 - 1, 2), "is truncated"),
+        (_flo_bytes(2**20, 2**12, 2), "is truncated"),
+        (_flo_bytes(5, 3, 30)[:-3], r"is truncated: .*expected 30 values .*found 117"),
+        (_flo_bytes(5, 3, 30) + b"x" * 40, r"has bytes beyond its data: .*found 160"),
+        (_flo_bytes(5, 3, 31), "has bytes beyond its data"),
+    ],
+)
+def test_flo_size_must_match_the_header(tmp_path, data, words):
+    path = tmp_path / "bad.flo"
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match=words) as info:
+        read_flo(path)
+    assert "bad.flo" in str(info.value)
+
+
+def test_flo_exact_size_reads(tmp_path):
+    path = tmp_path / "ok.flo"
+    path.write_bytes(_flo_bytes(5, 3, 30))
+    assert read_flo(path).shape == (3, 5, 2)
+    path.write_bytes(_flo_bytes(0, 4, 0))
+    assert read_flo(path).shape == (4, 0, 2)
+
+
+def test_pfm_huge_header(tmp_path):
+    path = tmp_path / "huge.pfm"
+    path.write_bytes(b"Pf\n2147483647 2147483647\n-1.0\n" + b"\x00" * 8)
+    with pytest.raises(ValueError, match="huge.pfm' is truncated"):
+        read_pfm(path)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.longdouble])
+def test_write_flo_nan_is_unknown_for_every_float_dtype(tmp_path, dtype):
+    flow = np.array([[[np.nan, 0.5], [1.5, -2.0]]], dtype)
+    path = tmp_path / "n.flo"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_flo(path, flow)
+    stored = np.fromfile(path, "<f4")[3:].reshape(1, 2, 2)
+    np.testing.assert_array_equal(stored[0, 0], [1e10, 0.5])
+    np.testing.assert_array_equal(stored[0, 1], [1.5, -2.0])
+    back = read_flo(path, unknown_as_nan=True)
+    assert np.isnan(back[0, 0]).all() and (back[0, 1] == [1.5, -2.0]).all()
+
+
+def test_write_flo_refuses_masked_and_ragged(tmp_path):
+    flow = np.ones((1, 2, 2), np.float32)
+    masked = np.ma.masked_array(flow, mask=[[[True, True], [False, False]]])
+    with pytest.raises(TypeError, match="flow must be a plain array, got a masked"):
+        write_flo(tmp_path / "m.flo", masked)
+    with pytest.raises(ValueError, match=r"flow must be a regular \(rectangular\)"):
+        write_flo(tmp_path / "r.flo", [[[1.0, 0.0], [0.0]]])
+    assert not (tmp_path / "m.flo").exists()

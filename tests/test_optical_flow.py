@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -167,6 +168,29 @@ def test_compiled_candidates_against_a_kd_tree(rng, nbytes):
     )
     empty = pair_costs(p0[:0], pred[:0], p1, d0[:0], d1, radius, 0.2)
     assert all(len(x) == 0 for x in empty)
+
+
+@pytest.mark.parametrize("radius", [1e-300, 1e-3, 0.7, 3.0, 1e6])
+def test_compiled_candidates_at_any_radius(rng, radius):
+    """Radii far below a pixel (the grid's cells stay at least 1/1024 of the
+    extent wide) and far beyond the frame give the k-d tree's pairs too."""
+    from scipy.spatial import cKDTree
+
+    from vision_cuts._optical_flow_cpu import pair_costs
+
+    p0 = np.rint(rng.random((400, 2)) * [300, 200]).astype(np.float32)
+    p1 = np.concatenate([p0[:150], rng.random((250, 2)) * [300, 200]])
+    p1 = p1.astype(np.float32)  # 150 exact (0 px) partners, the rest anywhere
+    d0 = rng.integers(0, 256, (len(p0), 32), dtype=np.uint8)
+    d1 = rng.integers(0, 256, (len(p1), 32), dtype=np.uint8)
+    rows, cols, costs = pair_costs(p0, np.zeros_like(p0), p1, d0, d1, radius, 0.2)
+    near = cKDTree(p0).sparse_distance_matrix(
+        cKDTree(p1), radius, output_type="ndarray"
+    )
+    key = np.sort(rows * len(p1) + cols)
+    want = np.sort(near["i"].astype(np.int64) * len(p1) + near["j"])
+    np.testing.assert_array_equal(key, want)
+    assert len(key) >= 150 and np.isfinite(costs).all()
 
 
 @pytest.mark.gpu
@@ -443,7 +467,7 @@ def test_bad_inputs(pair):
         optical_flow(f0, f1, detector="surf", backend="cpu")
     with pytest.raises(ValueError, match="backend must be one of"):
         optical_flow(f0, f1, backend="cuda")
-    with pytest.raises(ValueError, match="max_features must be positive"):
+    with pytest.raises(ValueError, match=r"max_features must be an integer in \[1, "):
         optical_flow(f0, f1, max_features=0, backend="cpu")
     with pytest.raises(TypeError, match="search_radius must be a number"):
         optical_flow(f0, f1, search_radius="far", backend="cpu")
@@ -451,6 +475,157 @@ def test_bad_inputs(pair):
         optical_flow(f0, f1, local_passes=-1, backend="cpu")
     with pytest.raises(TypeError, match="callback must be callable"):
         optical_flow(f0, f1, callback=3, backend="cpu")
+
+
+def _overshoot(img: np.ndarray) -> np.ndarray:
+    """``img`` in [0, 1] with one value above 1, as interpolation leaves it."""
+    out = img.astype(np.float32) / 255.0
+    out[0, 0, 0] = 1.02
+    return out
+
+
+@pytest.mark.parametrize(
+    ("make0", "make1", "words"),
+    [
+        # frame1 overshoots [0, 1] a little: it must not be read as grey levels
+        (lambda f: f / 255.0, _overshoot, "frame1 has values up to 1.02, outside"),
+        (_overshoot, lambda f: f / 255.0, "frame1 lies in [0, 1] (largest value"),
+        (lambda f: f.astype(np.float32), lambda f: f / 255.0, "frame1 lies in [0, 1]"),
+        (lambda f: f / 255.0, lambda f: f.astype(np.float64), "frame1 has values up"),
+    ],
+)
+def test_float_frames_on_two_scales(pair, make0, make1, words):
+    f0, f1 = pair
+    with pytest.raises(ValueError, match=re.escape(words)) as info:
+        optical_flow(make0(f0), make1(f1), backend="cpu")
+    assert "frame0" in str(info.value) and "[0, 255]" in str(info.value)
+
+
+def test_float_frames_read_on_one_scale(pair):
+    """Float frames in [0, 1] are scaled by 255, others taken as grey levels, the
+    same for both frames; integer frames are grey levels whatever the other is."""
+    f0, f1 = pair
+    ref = optical_flow(f0, f1, backend="cpu", refine=False)
+    assert len(ref.points) > 100
+    for a, b in [
+        (f0 / 255.0, (f1 / 255.0).astype(np.float32)),
+        (f0.astype(np.float32), f1.astype(np.float64)),
+        (f0, f1 / 255.0),
+        (f0 / 255.0, f1),
+    ]:
+        res = optical_flow(a, b, backend="cpu", refine=False)
+        np.testing.assert_array_equal(res.points, ref.points)
+        np.testing.assert_array_equal(res.vectors, ref.vectors)
+    # a black frame (no value above 0) is black on either scale: no error
+    black = np.zeros(f0.shape, np.float32)
+    for other in (f1 / 255.0, f1.astype(np.float32)):
+        assert len(optical_flow(black, other, backend="cpu").points) == 0
+        assert len(optical_flow(other, black, backend="cpu").points) == 0
+
+
+def test_frames_float_scale_is_decided_once(pair):
+    from vision_cuts import optical_flow_frames
+
+    f0, f1 = pair
+    black = np.zeros(f0.shape, np.float32)
+    unit = list(optical_flow_frames([black, f0 / 255.0, f1 / 255.0], backend="cpu"))
+    ref = optical_flow(f0, f1, backend="cpu")
+    np.testing.assert_array_equal(unit[1].vectors, ref.vectors)
+    mixed = [black, f0 / 255.0, f1 / 255.0, f1.astype(np.float32)]
+    words = r"frames\[3\] has values up to .* the range \[0, 1\] of frames\[1\]"
+    with pytest.raises(ValueError, match=words):
+        list(optical_flow_frames(mixed, backend="cpu"))
+
+
+def test_bool_frames_are_black_and_white(pair):
+    g0, g1 = (cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) > 128 for f in pair)
+    res = optical_flow(g0, g1, backend="cpu", refine=False)
+    b0, b1 = g0.astype(np.uint8) * 255, g1.astype(np.uint8) * 255
+    ref = optical_flow(b0, b1, backend="cpu", refine=False)
+    assert len(ref.points) > 10
+    np.testing.assert_array_equal(res.points, ref.points)
+    np.testing.assert_array_equal(res.vectors, ref.vectors)
+
+
+def test_masked_and_ragged_frames(pair):
+    from vision_cuts import optical_flow_frames
+
+    f0, f1 = pair
+    masked = np.ma.masked_array(f1, mask=np.zeros(f1.shape, bool))
+    with pytest.raises(TypeError, match="frame1 must be a plain array, got a masked"):
+        optical_flow(f0, masked, backend="cpu")
+    with pytest.raises(ValueError, match=r"frame0 must be a regular \(rectangular\)"):
+        optical_flow([[1, 2], [3]], f1, backend="cpu")
+    with pytest.raises(TypeError, match=r"frames\[1\] must be a plain array"):
+        list(optical_flow_frames([f0, masked], backend="cpu"))
+
+
+@pytest.mark.parametrize("radius", [1e-300, 1e-3])
+def test_tiny_radius_keeps_the_exact_matches(pair, radius):
+    """Identical frames: a feature of frame0 (moved to its pixel centre) that
+    coincides with one of frame1 has an exact (0 px) match within any radius, and
+    the search grid stays small however small the radius."""
+    f0 = pair[0]
+    grey = cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY)
+    a = flow_mod._detect(grey, "fast-brief", 3000, snap=True)
+    b = flow_mod._detect(grey, "fast-brief", 3000, snap=False)
+    exact = {tuple(p) for p in b.points.tolist()}
+    coincide = sum(tuple(p) in exact for p in a.points.tolist())
+    res = optical_flow(
+        f0, f0, backend="cpu", search_radius=radius, local_radius=radius, refine=False
+    )
+    assert len(res.points) == coincide > 100
+    assert (res.vectors == 0).all()
+
+
+@pytest.mark.parametrize("detector", ["orb", "sift"])
+def test_max_features_beyond_the_pixels(pair, detector):
+    """OpenCV is asked for no more keypoints than it can find: a request of
+    2**29 features detects what a request of one per pixel does."""
+    grey = cv2.cvtColor(pair[0], cv2.COLOR_RGB2GRAY)
+    huge = flow_mod._features(grey, detector, 2**29)
+    per_pixel = flow_mod._features(grey, detector, grey.size)
+    np.testing.assert_array_equal(huge.points, per_pixel.points)
+    res = optical_flow(
+        *pair, backend="cpu", detector=detector, max_features=2**31 - 1, refine=False
+    )
+    assert len(res.points) > 30
+    with pytest.raises(ValueError, match=r"max_features must be an integer in \[1, "):
+        optical_flow(*pair, backend="cpu", max_features=2**31)
+
+
+def test_huge_max_cost_keeps_the_optimum(pair):
+    """Past ``(n + 1) * (1 + displacement_weight)`` the dummy cost no longer changes
+    the optimum: a huge ``max_cost`` gives the result of a moderate one (float64 alone
+    cannot tell the pair costs apart next to 1e16)."""
+    ref = optical_flow(*pair, backend="cpu", max_cost=10.0, refine=False)
+    assert np.abs(np.median(ref.vectors, axis=0) - [3.0, 2.0]).max() < 0.05
+    for max_cost in (1e16, 1e300):
+        res = optical_flow(*pair, backend="cpu", max_cost=max_cost, refine=False)
+        np.testing.assert_array_equal(res.points, ref.points)
+        np.testing.assert_array_equal(res.vectors, ref.vectors)
+        np.testing.assert_array_equal(res.costs, ref.costs)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("dense", "no"),
+        ("dense", None),
+        ("dense", "0"),
+        ("refine", "no"),
+        ("refine", 2),
+        ("warm_start", "no"),
+    ],
+)
+def test_flags_must_be_true_or_false(pair, name, value):
+    from vision_cuts import optical_flow_frames
+
+    if name != "warm_start":
+        with pytest.raises(TypeError, match=f"{name} must be True or False, got"):
+            optical_flow(*pair, backend="cpu", **{name: value})
+    with pytest.raises(TypeError, match=f"{name} must be True or False, got"):
+        next(optical_flow_frames(list(pair), backend="cpu", **{name: value}))
 
 
 def test_explicit_gpu_without_device(pair, monkeypatch):
@@ -499,7 +674,7 @@ def test_flow_to_color_reference_values():
     np.testing.assert_array_equal(auto[0, 0], [255, 127, 127])
     with pytest.raises(ValueError, match=r"flow must have shape \(M, N, 2\)"):
         flow_to_color(np.zeros((4, 4)))
-    with pytest.raises(ValueError, match="max_magnitude must be positive"):
+    with pytest.raises(ValueError, match="max_magnitude must be a finite number > 0"):
         flow_to_color(flow, max_magnitude=0)
 
 
@@ -525,8 +700,110 @@ def test_draw_flow_arrows():
     assert empty.shape == (40, 50, 3)
     with pytest.raises(ValueError, match="points and vectors must both"):
         draw_flow_arrows(img, np.zeros((3, 2)), np.zeros((2, 2)))
-    with pytest.raises(ValueError, match="scale must be positive"):
+    with pytest.raises(ValueError, match="scale must be a finite number > 0"):
         draw_flow_arrows(img, np.zeros((1, 2)), np.zeros((1, 2)), scale=0)
+
+
+def test_flow_to_color_bad_inputs():
+    flow = np.ones((1, 2, 2))
+    masked = np.ma.masked_array(flow, mask=[[[True, True], [False, False]]])
+    with pytest.raises(TypeError, match="flow must be a plain array, got a masked"):
+        flow_to_color(masked)
+    with pytest.raises(ValueError, match=r"flow must be a regular \(rectangular\)"):
+        flow_to_color([[[1, 0], [0]]])
+    for bad in ("5", "abc", [1, 2], True):
+        with pytest.raises(TypeError, match="max_magnitude must be a number, got"):
+            flow_to_color(flow, max_magnitude=bad)
+    with pytest.raises(ValueError, match="max_magnitude must be a finite number > 0"):
+        flow_to_color(flow, max_magnitude=float("nan"))
+    np.testing.assert_array_equal(
+        flow_to_color(flow, max_magnitude=np.float32(2.0)), flow_to_color(flow, 2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("image", "value"),
+    [
+        (np.full((4, 4), 300, np.uint16), 255),  # integers are clipped, not wrapped
+        (np.full((4, 4), -1, np.int64), 0),
+        (np.ones((4, 4), bool), 255),
+        (np.full((4, 4, 1), 77, np.int32), 77),
+        (np.full((4, 4), 0.5), 127),  # floats in [0, 1] are scaled by 255
+        (np.full((4, 4), 300.0), 255),
+    ],
+)
+def test_draw_flow_arrows_image_dtypes(image, value):
+    out = draw_flow_arrows(image, np.zeros((0, 2)), np.zeros((0, 2)))
+    assert out.shape == (4, 4, 3) and out.dtype == np.uint8
+    assert (out == value).all()
+
+
+@pytest.mark.parametrize(
+    "image",
+    [np.ones((4, 4), complex), np.ones((4, 4), object), np.full((4, 4), "a")],
+)
+def test_draw_flow_arrows_non_numeric_image(image):
+    with pytest.raises(TypeError, match="image must have a real numeric dtype"):
+        draw_flow_arrows(image, np.zeros((0, 2)), np.zeros((0, 2)))
+
+
+def test_draw_flow_arrows_far_ends():
+    """Arrows are cut at a margin outside the image: far ends draw what a nearer end
+    in the same direction draws, up to the border."""
+    img = np.zeros((40, 50), np.uint8)
+    tail = np.array([[5.0, 20.0]])
+    near = draw_flow_arrows(img, tail, np.array([[1000.0, 0.0]]), color=(255, 0, 0))
+    assert (near[20, 8:50, 0] > 100).all() and (near[..., 1:] == 0).all()
+    for vec, scale in [([[1e12, 0.0]], 1.0), ([[1.0, 0.0]], 1e300), ([[3e9, 0.0]], 7)]:
+        far = draw_flow_arrows(img, tail, np.array(vec), color=(255, 0, 0), scale=scale)
+        np.testing.assert_array_equal(far, near)
+    # from far outside into the image: the line enters at the border
+    start, vec = np.array([[-1e12, 20.0]]), np.array([[1e12 + 25.0, 0.0]])
+    into = draw_flow_arrows(img, start, vec, color=(255, 0, 0))
+    assert (into[20, 0:20, 0] > 100).all() and into[20, 35:, 0].max() == 0
+    # wholly outside: nothing drawn
+    away = draw_flow_arrows(img, np.array([[3e9, 5.0]]), np.array([[3.0, 1.0]]))
+    assert away.max() == 0
+    empty = draw_flow_arrows(np.zeros((0, 0, 3), np.uint8), tail, np.ones((1, 2)))
+    assert empty.shape == (0, 0, 3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"thickness": 0}, ValueError, r"thickness must be an integer in \[1, 32767\]"),
+        ({"thickness": -1}, ValueError, "thickness must be an integer in"),
+        ({"thickness": 10**6}, ValueError, "thickness must be an integer in"),
+        ({"thickness": 2**40}, ValueError, "thickness must be an integer in"),
+        ({"thickness": 1.7}, TypeError, "thickness must be an integer, got 1.7"),
+        ({"thickness": None}, TypeError, "thickness must be an integer, got None"),
+        ({"thickness": float("nan")}, TypeError, "thickness must be an integer"),
+        ({"scale": "2"}, TypeError, "scale must be a number, got '2'"),
+        ({"scale": None}, TypeError, "scale must be a number, got None"),
+        ({"scale": float("inf")}, ValueError, "scale must be a finite number > 0"),
+        ({"color": (0, 255)}, ValueError, r"color must have 3 values \(r, g, b\)"),
+        ({"color": "red"}, TypeError, r"color must be an \(r, g, b\) tuple"),
+        ({"color": 5}, TypeError, r"color must be an \(r, g, b\) tuple"),
+        ({"color": (float("nan"), 0, 0)}, ValueError, r"color\[0\] must be a finite"),
+        ({"color": (0, 300, 0)}, ValueError, r"color\[1\] must be a finite number"),
+        ({"color": (0, 0, "x")}, TypeError, r"color\[2\] must be a number"),
+    ],
+)
+def test_draw_flow_arrows_bad_options(kwargs, error, words):
+    img = np.zeros((20, 30, 3), np.uint8)
+    with pytest.raises(error, match=words):
+        draw_flow_arrows(img, np.array([[5.0, 5.0]]), np.array([[3.0, 1.0]]), **kwargs)
+
+
+def test_draw_flow_arrows_bad_arrays():
+    img = np.zeros((20, 30, 3), np.uint8)
+    one = np.ones((1, 2))
+    with pytest.raises(TypeError, match="points must have a real numeric dtype"):
+        draw_flow_arrows(img, np.array([["a", "b"]]), one)
+    with pytest.raises(TypeError, match="vectors must be a plain array, got a masked"):
+        draw_flow_arrows(img, one, np.ma.masked_array(one))
+    with pytest.raises(ValueError, match=r"image must be a regular \(rectangular\)"):
+        draw_flow_arrows([[1, 2], [3]], one, one)
 
 
 # ----------------------------------------------------------------------- .flo files
@@ -630,6 +907,21 @@ def test_frames_bad_input(clip):
         list(optical_flow_frames(small, backend="cpu"))
     with pytest.raises(ValueError, match="detector"):
         next(optical_flow_frames(frames, detector="nope"))
+
+
+def test_frames_none_is_not_the_end(pair):
+    """None is a bad frame (named), not the end of the sequence; ``frames`` must be
+    iterable."""
+    from vision_cuts import optical_flow_frames
+
+    f0, f1 = (f[:48, :64] for f in pair)
+    with pytest.raises(TypeError, match=r"frames\[2\] must be an image array, got"):
+        list(optical_flow_frames([f0, f1, None, f0], backend="cpu"))
+    with pytest.raises(TypeError, match=r"frames\[0\] must be an image array, got"):
+        list(optical_flow_frames([None, f1, f0], backend="cpu"))
+    for bad in (None, 5):
+        with pytest.raises(TypeError, match="frames must be an iterable of image"):
+            next(optical_flow_frames(bad, backend="cpu"))
 
 
 @pytest.mark.gpu

@@ -1,12 +1,13 @@
 """CPU stages of the optical flow pipeline compiled with numba.
 
 :func:`pair_costs` finds the candidate pairs of one assignment pass for binary
-descriptors: the features of frame 1 are binned into square cells of the search
-radius, every feature of frame 0 visits the 3 x 3 cells around its predicted position,
-and each pair within the radius gets the cost of ``optical_flow._candidates`` (the
-fraction of differing bits plus the displacement penalty; the popcount on 64-bit
-words). One pass counts the pairs of every row, a second writes them, so the output
-is allocated once.
+descriptors: the features of frame 1 are binned into square cells at least as wide as
+the search radius (wider where the radius is tiny, so that the grid has at most
+``_MAX_CELLS`` cells a side), every feature of frame 0 visits the 3 x 3 cells around
+its predicted position, and each pair within the radius gets the cost of
+``optical_flow._candidates`` (the fraction of differing bits plus the displacement
+penalty; the popcount on 64-bit words). One pass counts the pairs of every row, a
+second writes them, so the output is allocated once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import numba as nb
 import numpy as np
 
 __all__ = ["kd_groups", "pair_costs"]
+
+#: Most grid cells a side: a radius far below a pixel would otherwise ask for cells
+#: by the billion (memory) or, divided into the positions, overflow their index.
+_MAX_CELLS = 1024
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -37,6 +42,7 @@ def _scan(
     nbits,
     radius,
     weight,
+    cell_size,
     order,
     start,
     gw,
@@ -54,8 +60,8 @@ def _scan(
     for i in range(n):
         tx = np.float32(p0[i, 0] + pred[i, 0])
         ty = np.float32(p0[i, 1] + pred[i, 1])
-        cx = int(np.floor(tx / radius))
-        cy = int(np.floor(ty / radius))
+        cx = int(np.floor(tx / cell_size))
+        cy = int(np.floor(ty / cell_size))
         k = counts[i] if write else 0
         c = 0
         for yy in range(max(cy - 1, 0), min(cy + 2, gh)):
@@ -92,10 +98,15 @@ def pair_costs(p0, pred, p1, desc0, desc1, radius: float, weight: float) -> tupl
     p0 = np.ascontiguousarray(p0, np.float32)
     pred = np.ascontiguousarray(pred, np.float32)
     p1 = np.ascontiguousarray(p1, np.float32)
-    # frame-1 features binned into cells of the radius (negative positions, which a
+    # frame-1 features binned into square cells no narrower than the radius, so the
+    # 3 x 3 cells around a target hold every feature within the radius of it, and
+    # no narrower than 1 / _MAX_CELLS of the features' extent, so the grid stays
+    # small (in float64, as the scan divides; negative positions, which a
     # prediction may give, fall outside the grid and are never candidates)
-    cx = np.floor(p1[:, 0] / radius).astype(np.int64)
-    cy = np.floor(p1[:, 1] / radius).astype(np.int64)
+    extent = float(p1.max(initial=0.0)) + 1.0
+    cell_size = max(float(radius), extent / _MAX_CELLS)
+    cx = np.floor(p1[:, 0].astype(np.float64) / cell_size).astype(np.int64)
+    cy = np.floor(p1[:, 1].astype(np.float64) / cell_size).astype(np.int64)
     gw = int(max(cx.max(initial=0), 0)) + 1
     gh = int(max(cy.max(initial=0), 0)) + 1
     inside = (cx >= 0) & (cy >= 0)
@@ -114,6 +125,7 @@ def pair_costs(p0, pred, p1, desc0, desc1, radius: float, weight: float) -> tupl
         nbits,
         float(radius),
         float(weight),
+        cell_size,
         order,
         start,
         gw,

@@ -121,6 +121,8 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
         raise _cannot_write(path, option, f"the directory {parent!r} {why}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise _cannot_write(path, option, f"the directory {parent!r} is not writable")
+    if kind == "video":
+        _check_video_extension(path, option)
     if kind not in ("image", "image16"):
         return
     import cv2
@@ -142,6 +144,27 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
             path,
             option,
             f"a {ext!r} image cannot hold 16 bits; use one of {', '.join(_EXT_16BIT)}",
+        )
+
+
+def _check_video_extension(path: str, option: str) -> None:
+    """A video needs a container extension (.mp4, .avi, ...): none, or one of an
+    image format, is an error. (FFmpeg would write the encoded stream under an image
+    name, a file nothing can open.) Whether OpenCV can write the container with the
+    chosen codec is only known when the writer opens."""
+    import cv2
+
+    ext = _extension(path)
+    if not ext:
+        raise _cannot_write(
+            path, option, "no file extension to choose the video format; add .mp4"
+        )
+    if cv2.haveImageWriter(path):
+        raise _cannot_write(
+            path,
+            option,
+            f"{ext!r} is an image format, and a video is written here; use a video "
+            "extension such as .mp4 or .avi",
         )
 
 

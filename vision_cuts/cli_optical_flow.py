@@ -8,8 +8,12 @@ a video of any length runs in constant memory.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
+import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +29,7 @@ from .cli import (
 from .optical_flow import DETECTORS
 
 _VIEWS = ("arrows", "color", "both")
+_MAX_FEATURES = 2**31 - 1  # optical_flow's bound on max_features
 
 
 def add_parser(subparsers) -> None:
@@ -137,22 +142,21 @@ def _summary(res, dt: float) -> str:
 
 
 def _check_args(args) -> None:
-    if args.max_features <= 0:
+    """The options' values, checked before any file is read or written."""
+    if not 0 < args.max_features <= _MAX_FEATURES:
         raise SystemExit(
-            f"error: --max-features must be positive, got {args.max_features}"
+            f"error: --max-features must be positive and at most {_MAX_FEATURES}, "
+            f"got {args.max_features}"
         )
-    if args.search_radius <= 0:
-        raise SystemExit(
-            f"error: --search-radius must be positive, got {args.search_radius}"
-        )
-    if args.arrow_scale <= 0:
-        raise SystemExit(
-            f"error: --arrow-scale must be positive, got {args.arrow_scale}"
-        )
-    if args.max_magnitude is not None and args.max_magnitude <= 0:
-        raise SystemExit(
-            f"error: --max-magnitude must be positive, got {args.max_magnitude}"
-        )
+    for option, value in (
+        ("--search-radius", args.search_radius),
+        ("--arrow-scale", args.arrow_scale),
+        ("--max-magnitude", args.max_magnitude),
+    ):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise SystemExit(
+                f"error: {option} must be positive and finite, got {value}"
+            )
     if args.max_frames is not None and args.max_frames <= 0:
         raise SystemExit(f"error: --max-frames must be positive, got {args.max_frames}")
 
@@ -210,6 +214,51 @@ def _pair(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence what OpenCV and FFmpeg print on the process's stderr (their logs of
+    a writer that fails to open); the command reports the failure in one line."""
+    import cv2
+
+    level = cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        cv2.utils.logging.setLogLevel(level)
+
+
+def _open_writer(args: argparse.Namespace, fps: float, size: tuple):
+    """The video writer of ``-o`` for frames of ``size`` (width, height), or
+    ``error: cannot write ...`` naming the file and the codec."""
+    import cv2
+
+    fourcc = args.fourcc[:4].ljust(4)
+    try:
+        with _quiet_stderr():
+            writer = cv2.VideoWriter(
+                args.output, cv2.VideoWriter_fourcc(*fourcc), float(fps), size
+            )
+    except cv2.error as exc:
+        raise SystemExit(
+            f"error: cannot write video {args.output!r} (-o/--output) with codec "
+            f"{args.fourcc!r}: OpenCV: {_cv2_reason(exc)}"
+        ) from None
+    if not writer.isOpened():
+        raise SystemExit(
+            f"error: cannot write video {args.output!r} (-o/--output) with codec "
+            f"{args.fourcc!r}: OpenCV has no writer for this container and codec; "
+            "try .mp4 or .avi with --fourcc mp4v or MJPG"
+        )
+    return writer
+
+
 def _video(args: argparse.Namespace) -> int:
     import cv2
 
@@ -229,6 +278,15 @@ def _video(args: argparse.Namespace) -> int:
     progress = _Progress("flow", sys.stderr.isatty() or args.verbose)
     dense = args.view != "arrows"
     writer = None
+    if args.output:
+        # opened before any pair is solved: a container or codec OpenCV cannot
+        # write fails now, not after the first solve
+        h, w = first.shape[:2]
+        try:
+            writer = _open_writer(args, fps, (2 * w if args.view == "both" else w, h))
+        except SystemExit:
+            cap.release()
+            raise
     from .optical_flow import optical_flow_frames
 
     def decoded():
@@ -272,26 +330,8 @@ def _video(args: argparse.Namespace) -> int:
                 raise SystemExit(f"error: {exc}") from None
             dt = time.perf_counter() - t0
             prev = kept.pop(done)
-            if args.output:
+            if writer is not None:
                 pic = _picture(args, prev, res)
-                if writer is None:
-                    try:
-                        writer = cv2.VideoWriter(
-                            args.output,
-                            cv2.VideoWriter_fourcc(*args.fourcc[:4].ljust(4)),
-                            float(fps),
-                            (pic.shape[1], pic.shape[0]),
-                        )
-                    except cv2.error as exc:
-                        raise SystemExit(
-                            f"error: cannot write video {args.output!r} with codec "
-                            f"{args.fourcc!r}: OpenCV: {_cv2_reason(exc)}"
-                        ) from None
-                    if not writer.isOpened():
-                        raise SystemExit(
-                            f"error: cannot write video {args.output!r} with codec "
-                            f"{args.fourcc!r}"
-                        )
                 writer.write(cv2.cvtColor(pic, cv2.COLOR_RGB2BGR))
             done += 1
             matches += len(res.points)
@@ -307,6 +347,9 @@ def _video(args: argparse.Namespace) -> int:
         cap.release()
         if writer is not None:
             writer.release()
+            if done == 0:  # nothing was drawn: leave no empty video behind
+                with contextlib.suppress(OSError):
+                    os.remove(args.output)
     if pairs and done < pairs:
         progress.close()
     if done == 0 or prev is None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+import stat
+from typing import Any, BinaryIO
 
 import numpy as np
+
+from ._validate import regular_array
 
 __all__ = ["read_flo", "read_pfm", "write_flo", "write_pfm"]
 
@@ -56,14 +59,54 @@ def read_pfm(path: str | os.PathLike) -> np.ndarray:
             raise ValueError(f"{os.fspath(path)!r}: malformed PFM header") from None
         channels = 3 if tag == b"PF" else 1
         dtype = "<f4" if scale < 0 else ">f4"
+        if width < 0 or height < 0:
+            raise ValueError(
+                f"{os.fspath(path)!r}: malformed PFM header ({width} x {height})"
+            )
         count = width * height * channels
-        data = np.frombuffer(f.read(4 * count), dtype=dtype)
-    if data.size != count:
-        raise ValueError(
-            f"{os.fspath(path)!r}: expected {count} values, found {data.size}"
+        data = np.frombuffer(
+            _read_values(
+                f, os.fspath(path), count, f"{width} x {height} pixels", exact=False
+            ),
+            dtype=dtype,
         )
     shape = (height, width, 3) if channels == 3 else (height, width)
     return np.flipud(data.reshape(shape)).astype(np.float32)
+
+
+def _read_values(
+    f: BinaryIO, name: str, count: int, size: str, *, exact: bool
+) -> bytes:
+    """The ``count`` float32 values (``4 * count`` bytes) that follow the header,
+    read only once the file is known to hold them (a header may claim any size); with
+    ``exact`` the file must end there. Anything else is a ValueError naming the
+    file, the header's ``size`` (its words), the values expected and the bytes
+    found."""
+    want = 4 * count
+    if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        have = os.fstat(f.fileno()).st_size - f.tell()
+        found = str(have)
+        data = f.read(want) if have >= want else b""
+    else:  # a pipe: read in bounded chunks, up to one byte beyond the values
+        chunks: list[bytes] = []
+        left = want + 1
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        have = len(data)
+        found = str(have) if have <= want else f"more than {want}"
+        data = data[:want]
+    if have < want or (exact and have > want):
+        what = "is truncated" if have < want else "has bytes beyond its data"
+        raise ValueError(
+            f"{name!r} {what}: its header gives {size}, so expected {count} values "
+            f"({want} bytes of float32) after the header, found {found} bytes"
+        )
+    return data
 
 
 def write_flo(path: str | os.PathLike, flow: Any) -> None:
@@ -75,14 +118,26 @@ def write_flo(path: str | os.PathLike, flow: Any) -> None:
         Output file.
     flow : ndarray, shape (M, N, 2)
         ``(u, v)`` per pixel, stored as little-endian float32 after the tag 202021.25
-        and the int32 width and height. NaN is written as 1e10 (unknown).
+        and the int32 width and height. NaN is written as 1e10 (unknown), whatever
+        the float dtype; values beyond float32's range become infinite, which reads
+        as unknown too.
+
+    Raises
+    ------
+    ValueError
+        ``flow`` is not (M, N, 2) or is a ragged nested list.
+    TypeError
+        ``flow`` is not integer or float, or is a masked array (mark unknown flow
+        with NaN instead: ``flow.filled(np.nan)``).
     """
-    f = np.asarray(flow)
+    f = np.asarray(regular_array(flow, "flow"))
     if f.ndim != 3 or f.shape[-1] != 2:
         raise ValueError(f"flow must have shape (M, N, 2), got {f.shape}")
     if f.dtype.kind not in "fiu":
         raise TypeError(f"flow must be numeric, got dtype {f.dtype}")
-    data = np.where(np.isnan(f), 1e10, f).astype("<f4")
+    with np.errstate(over="ignore"):  # beyond float32: infinite, i.e. unknown
+        data = f.astype("<f4")
+    data[np.isnan(data)] = 1e10
     with open(path, "wb") as out:
         out.write(np.array([FLO_TAG], "<f4").tobytes())
         out.write(np.array([f.shape[1], f.shape[0]], "<i4").tobytes())
@@ -94,6 +149,13 @@ def read_flo(path: str | os.PathLike, *, unknown_as_nan: bool = False) -> np.nda
 
     Unknown flow is stored as huge values (|value| > 1e9, ``FLO_UNKNOWN``); with
     ``unknown_as_nan=True`` both components of such pixels become NaN.
+
+    Raises
+    ------
+    ValueError
+        The file is not a ``.flo`` file (tag), its header is malformed, or it does
+        not hold exactly the ``width * height * 2`` values its header gives
+        (truncated, or bytes beyond them); the message names the file.
     """
     name = os.fspath(path)
     with open(path, "rb") as f:
@@ -109,9 +171,10 @@ def read_flo(path: str | os.PathLike, *, unknown_as_nan: bool = False) -> np.nda
         if width < 0 or height < 0:
             raise ValueError(f"{name!r}: malformed .flo header ({width} x {height})")
         count = width * height * 2
-        data = np.frombuffer(f.read(4 * count), dtype="<f4")
-    if data.size != count:
-        raise ValueError(f"{name!r}: expected {count} values, found {data.size}")
+        size = f"{width} x {height} pixels"
+        data = np.frombuffer(
+            _read_values(f, name, count, size, exact=True), dtype="<f4"
+        )
     flow = data.reshape(height, width, 2).astype(np.float32)
     if unknown_as_nan:
         flow[(np.abs(flow) > FLO_UNKNOWN).any(axis=-1)] = np.nan

@@ -90,6 +90,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._backend import BACKENDS, is_cupy_array, resolve_backend, to_numpy
+from ._validate import INT32_MAX, check_flag, check_int, check_number, regular_array
 from .assignment import linear_sum_assignment_batched
 
 __all__ = ["DETECTORS", "FlowResult", "optical_flow", "optical_flow_frames"]
@@ -120,6 +121,7 @@ _WARM_RADIUS = 12.0  # px around the motion predicted from the previous frame pa
 _WARM_MIN_MATCHES = 50  # fewer matches in the previous pair: no warm start
 _FUSE_WINDOW = 9  # px, the square over which dense proposals' warping errors are summed
 _COLOUR_SIGMA = 12.0  # grey levels, colour weight of the dense interpolation
+_END = object()  # the end of a sequence of frames (None is a frame, and an error)
 
 
 class FlowResult(NamedTuple):
@@ -146,13 +148,16 @@ class FlowResult(NamedTuple):
 
 # --------------------------------------------------------------------------- inputs
 def _check_frame(frame: Any, name: str) -> np.ndarray:
+    """``frame`` checked (type, dtype, shape, finite values) as a host array of its
+    own dtype; :class:`_FrameReader` turns it into the uint8 image the pipeline
+    uses. A masked array or a ragged nesting of lists is refused (``regular_array``)."""
     if frame is None:
         raise TypeError(f"{name} must be an image array, got None")
-    img = to_numpy(frame)
+    img = to_numpy(regular_array(frame, name))
     if img.dtype.kind not in "buif":
         raise TypeError(
-            f"{name} must have a real numeric dtype (uint8, integer or float), got "
-            f"{img.dtype}"
+            f"{name} must have a real numeric dtype (uint8, integer, float or bool), "
+            f"got {img.dtype}"
         )
     if img.ndim not in (2, 3) or (img.ndim == 3 and img.shape[-1] not in (1, 3, 4)):
         raise ValueError(
@@ -161,27 +166,72 @@ def _check_frame(frame: Any, name: str) -> np.ndarray:
         )
     if img.shape[0] == 0 or img.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(img.shape)}")
-    if img.dtype.kind == "f":
-        if not np.isfinite(img).all():
-            raise ValueError(f"{name} contains NaN or infinity")
-        # float images in [0, 1] are scaled to [0, 255]; larger ranges are taken as is
-        if img.size and float(img.max()) <= 1.0:
-            img = img * 255.0
-    if img.dtype != np.uint8:
-        img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
-    if img.ndim == 3:
-        img = img[..., :3] if img.shape[-1] != 1 else img[..., 0]
-    return np.ascontiguousarray(img)
+    if img.dtype.kind == "f" and not bool(np.isfinite(img).all()):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return img
 
 
-def _check_positive(value: Any, name: str, *, integer: bool = False) -> Any:
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        what = "an integer" if integer else "a number"
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return int(value) if integer else float(value)
+class _FrameReader:
+    """Checked frames of one call (a pair, or a whole sequence) as uint8 images:
+    grey (M, N) or RGB (M, N, 3), the alpha channel dropped.
+
+    Integer frames are grey levels, clipped to [0, 255]; bool frames are black
+    (False) and white (True, 255). Float frames are read on one scale for the whole
+    call: multiplied by 255 when they lie in [0, 1], else taken as grey levels. The
+    first float frame with a value above 0 decides (a frame with none is black on
+    either scale); a later float frame on the other scale is a ValueError naming it,
+    since reading the two frames of a pair differently leaves nothing to match.
+    """
+
+    def __init__(self) -> None:
+        self.unit: bool | None = None  # float frames in [0, 1]; None: undecided
+        self.by = ""  # the frame that decided
+        self.top = 0.0  # its largest value
+
+    def __call__(self, img: np.ndarray, name: str) -> np.ndarray:
+        if img.dtype == np.bool_:
+            img = img.astype(np.uint8) * np.uint8(255)
+        elif img.dtype.kind == "f":
+            top = float(img.max())
+            if top > 0.0:
+                self._agree(top <= 1.0, top, name)
+            if self.unit:
+                img = img * 255.0
+        if img.dtype != np.uint8:
+            img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
+        if img.ndim == 3:
+            img = img[..., :3] if img.shape[-1] != 1 else img[..., 0]
+        return np.ascontiguousarray(img)
+
+    def _agree(self, unit: bool, top: float, name: str) -> None:
+        if self.unit is None:
+            self.unit, self.by, self.top = unit, name, top
+            return
+        if unit == self.unit:
+            return
+        rule = (
+            "float frames of one call must all lie in [0, 1] (they are multiplied by "
+            "255) or all be grey levels in [0, 255]"
+        )
+        if unit:
+            raise ValueError(
+                f"{name} lies in [0, 1] (largest value {top:g}) but {self.by} has "
+                f"values up to {self.top:g}: {rule}; multiply {name} by 255"
+            )
+        raise ValueError(
+            f"{name} has values up to {top:g}, outside the range [0, 1] of {self.by}"
+            f": {rule}; clip {name} to [0, 1] or give every frame in [0, 255]"
+        )
+
+
+def _check_positive(
+    value: Any, name: str, *, integer: bool = False, high: float | None = None
+) -> Any:
+    """A positive integer (``integer``) or a finite positive number, at most
+    ``high`` where given."""
+    if integer:
+        return check_int(value, name, 1, None if high is None else int(high))
+    return check_number(value, name, 0, high, above=True)
 
 
 def _grey(img: np.ndarray) -> np.ndarray:
@@ -218,7 +268,11 @@ def _features(
         from . import _fast_brief
 
         return _Features(*_fast_brief.detect(grey, max_features), True)
-    pool = _OVERDETECT * max_features
+    # OpenCV takes the count as a C int and reserves room for that many keypoints:
+    # ask for at most twice the pixels. ORB gives each of its two levels at least
+    # that level's pixels' worth of it (one keypoint a pixel at most) and SIFT keeps
+    # its strongest, so a larger request would detect the same keypoints
+    pool = min(_OVERDETECT * max_features, 2 * grey.size, INT32_MAX)
     if detector == "orb":
         algo = cv2.ORB_create(
             nfeatures=pool, fastThreshold=_FAST_THRESHOLD, nlevels=_ORB_LEVELS
@@ -481,10 +535,11 @@ class _Matcher:
     neighbourhood medians run where the backend is, with results on it."""
 
     def __init__(self, f0: _Features, f1: _Features, params: _Params) -> None:
-        self.f0, self.f1, self.p = f0, f1, params
+        n, m = len(f0.points), len(f1.points)
+        dummy = _dummy_cost(params.max_cost, n, params.displacement_weight)
+        self.f0, self.f1, self.p = f0, f1, params._replace(max_cost=dummy)
         self.gpu = params.backend == "gpu"
         self.frames = None  # the colour frames on the device, once uploaded
-        n, m = len(f0.points), len(f1.points)
         tile = params.tile_size
         size = _GROUP_ROWS if n * m > _AUTO_TILE_PAIRS else None
         gid = _feature_groups(f0.points, tile, size)
@@ -546,6 +601,21 @@ class _Matcher:
 
     def median_near(self, sources, vectors, queries):
         return _median_near(sources, vectors, queries, self.gpu)
+
+
+def _dummy_cost(max_cost: float, n: int, weight: float) -> float:
+    """The cost of leaving a feature unmatched that the solvers get: ``max_cost``,
+    or ``(n + 1) * (1 + weight)`` where that is smaller.
+
+    A pair costs at most ``1 + weight`` (descriptor distance in [0, 1], displacement
+    penalty at most ``weight``), so the pairs of an assignment of ``n`` rows cost at
+    most ``n * (1 + weight)`` together. Once leaving a row unmatched costs more than
+    that, every assignment with fewer unmatched rows is cheaper than every one with
+    more, and the optimum (the most matches, then the cheapest) no longer depends on
+    the dummy cost. A larger one would only cost precision: next to 1e16, float64
+    cannot tell pair costs apart (and the device quantises ``[0, max_cost]``).
+    """
+    return min(max_cost, (n + 1) * (1.0 + weight))
 
 
 def _feature_groups(points, tile, size=None):
@@ -910,7 +980,7 @@ def _check_params(
     return _Params(
         backend,
         detector,
-        _check_positive(max_features, "max_features", integer=True),
+        _check_positive(max_features, "max_features", integer=True, high=INT32_MAX),
         _check_positive(search_radius, "search_radius"),
         _check_positive(local_radius, "local_radius"),
         int(local_passes),
@@ -1014,7 +1084,12 @@ def optical_flow(
     ----------
     frame0, frame1 : ndarray, shape (M, N) or (M, N, C), C in 1, 3, 4
         The two frames, same shape; RGB(A) or grey, uint8 (other integer dtypes are
-        clipped to [0, 255]; float frames in [0, 1] are scaled by 255).
+        clipped to [0, 255]; bool frames are black and white, True as 255; float
+        frames in [0, 1] are scaled by 255, other float frames are taken as grey
+        levels and clipped). Both float frames are read on one scale: when one lies
+        in [0, 1] and the other has values above 1, that is a ValueError (clip the
+        overshoot of an interpolated frame to [0, 1] first). A frame whose values
+        are all 0 (or below) is black on either scale and fits both.
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
@@ -1030,12 +1105,14 @@ def optical_flow(
         (``_fast_brief`` defines it). ``"orb"`` and ``"sift"``: OpenCV's, on the
         CPU (ORB on two pyramid levels).
     max_features : int
-        Upper bound on the features detected per frame.
+        Upper bound on the features detected per frame, at most ``2**31 - 1``.
     search_radius : float
         Largest displacement (px) of the first, global assignment; farther pairs are
-        forbidden.
+        forbidden. Any finite positive value: far below a pixel, only features at
+        the same position pair (the search grid stays bounded however small it is).
     local_radius : float
-        Largest deviation (px) from the locally predicted motion in the later passes.
+        Largest deviation (px) from the locally predicted motion in the later passes
+        (any finite positive value, as ``search_radius``).
     local_passes : int
         Number of local assignment passes after the global one (0 keeps only the
         global assignment). One is the default: a second pass changes 1-3% of the
@@ -1045,7 +1122,11 @@ def optical_flow(
         Cost added for a displacement (deviation) of a whole radius.
     max_cost : float, optional
         Cost of leaving a feature unmatched: pairs costing more are never chosen.
-        Default 0.35 for ORB, 0.3 for SIFT.
+        Default 0.35 for ORB, 0.3 for SIFT. A pair costs at most
+        ``1 + displacement_weight``, so with ``n`` features in ``frame0`` every value
+        from ``(n + 1) * (1 + displacement_weight)`` up gives the same result (the
+        most matches the radii allow, then the cheapest); the solvers are given that
+        bound in place of larger values, which would only lose precision.
     refine : bool
         Sub-pixel refinement and forward-backward check of every match (see Notes).
     tile_size : int, optional
@@ -1072,11 +1153,14 @@ def optical_flow(
     Raises
     ------
     TypeError
-        A frame is None or not numeric; a parameter has the wrong type.
+        A frame is None, not numeric, or a masked array (its mask would be
+        ignored: fill it first); a parameter has the wrong type (``dense`` and
+        ``refine`` must be True or False).
     ValueError
         Frames of different shapes, an empty frame, a frame that is not (M, N) or
-        (M, N, C), NaN in a float frame, an unknown ``detector`` or ``backend``, or a
-        non-positive parameter.
+        (M, N, C), a ragged nested list, NaN in a float frame, float frames on
+        different scales (see ``frame0, frame1``), an unknown ``detector`` or
+        ``backend``, or a parameter out of range.
     BackendUnavailableError
         ``backend="gpu"`` without a usable device.
 
@@ -1117,14 +1201,17 @@ def optical_flow(
         tile_size,
         callback,
     )
+    dense = check_flag(dense, "dense")
+    refine = check_flag(refine, "refine")
     img0 = _check_frame(frame0, "frame0")
     img1 = _check_frame(frame1, "frame1")
     if img0.shape != img1.shape:
         raise ValueError(
             "frame0 and frame1 must have the same shape, got frame0 "
-            f"{tuple(to_numpy(frame0).shape)} and frame1 "
-            f"{tuple(to_numpy(frame1).shape)}"
+            f"{tuple(img0.shape)} and frame1 {tuple(img1.shape)}"
         )
+    reader = _FrameReader()  # one scale for both frames
+    img0, img1 = reader(img0, "frame0"), reader(img1, "frame1")
     params = params._replace(backend=resolve_backend(backend, frame0, frame1))
     progress = _Steps(callback, 3 + params.local_passes + int(dense))
     grey0, grey1 = _grey(img0), _grey(img1)
@@ -1171,7 +1258,9 @@ def optical_flow_frames(
     ----------
     frames : iterable of ndarray
         The frames, all of one shape (see :func:`optical_flow`); a generator that
-        decodes a video is read one frame ahead, on a worker thread.
+        decodes a video is read one frame ahead, on a worker thread. Float frames
+        are read on one scale, decided by the first float frame with a value above
+        0: a later one on the other scale is a ValueError naming it.
     warm_start : bool
         Start every pair after the first from the motion of the previous pair (each
         feature's predicted motion is the median vector of the previous matches that
@@ -1192,8 +1281,9 @@ def optical_flow_frames(
     Raises
     ------
     TypeError, ValueError
-        As :func:`optical_flow`, for the parameters at the first step and for each
-        frame (named ``frames[t]``) when it is reached.
+        As :func:`optical_flow`, for the parameters (``warm_start`` must be True or
+        False) and for ``frames`` not being iterable at the first step, and for
+        each frame (named ``frames[t]``; None is not a frame) when it is reached.
 
     Notes
     -----
@@ -1217,21 +1307,31 @@ def optical_flow_frames(
         tile_size,
         None,
     )
-    it = iter(frames)
+    dense = check_flag(dense, "dense")
+    refine = check_flag(refine, "refine")
+    warm_start = check_flag(warm_start, "warm_start")
+    try:
+        it = iter(frames)
+    except TypeError:
+        raise TypeError(
+            "frames must be an iterable of image arrays (a list, a generator, ...), "
+            f"got {type(frames).__name__}"
+        ) from None
     index = [0]
     last_grey = [None]
+    reader = _FrameReader()  # one scale for every frame of the sequence
 
     def read(where: str):
         """The next frame checked, its grey image, its features (detected where
         ``where`` says) and, for dense flow, DIS's future from the frame before to
         this one (started here, so that it runs while the pair before is solved);
         None at the end."""
-        frame = next(it, None)
-        if frame is None:
+        frame = next(it, _END)
+        if frame is _END:
             return None
         name = f"frames[{index[0]}]"
         index[0] += 1
-        img = _check_frame(frame, name)
+        img = reader(_check_frame(frame, name), name)
         grey = _grey(img)
         before, last_grey[0] = last_grey[0], grey
         dis = None
@@ -1242,8 +1342,8 @@ def optical_flow_frames(
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="vision_cuts-frames")
     try:
-        first = next(it, None)
-        if first is None:
+        first = next(it, _END)
+        if first is _END:
             return
         on_gpu = is_cupy_array(first)
         params = params._replace(backend=resolve_backend(backend, first))
