@@ -139,7 +139,7 @@ def regular_array(a: Any, name: str) -> Any:
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must be a plain array, got a masked array: fill the masked "
-            "entries first (a.filled(0))"
+            "entries with the values they stand for first (a.filled(value))"
         )
     if isinstance(a, (list, tuple)):
         try:
