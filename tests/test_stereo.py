@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from vision_cuts import stereo_disparity
-from vision_cuts.stereo import solve_disparity, stereo_cost_volume, stereo_energy
+from vision_cuts.stereo import (
+    solve_disparity,
+    stereo_cost_volume,
+    stereo_energy,
+    stereo_weights,
+)
 
 
 def _brute_force(cost, w, kind, trunc=2):
@@ -1215,3 +1220,63 @@ def test_cost_volume_window_is_checked(rng, window):
     left, right = _shifted_pair(rng)
     with pytest.raises((TypeError, ValueError), match="window must be an integer"):
         stereo_cost_volume(left, right, 4, window=window, backend="cpu")
+
+
+# ------------------------------------------------- the energy and the weights, inputs
+_COST = np.arange(12, dtype=np.int32).reshape(3, 2, 2)
+_W = np.ones((2, 2, 2), np.int32)
+_D = np.array([[0, 1], [2, 0]])
+
+
+def test_stereo_energy_by_hand():
+    # data 0 + 5 + 10 + 3; pairs: row 0 |0-1| = 1, row 1 |2-0| = 2, column 0
+    # |0-2| = 2, column 1 |1-0| = 1 (the last row and column have no pair beyond)
+    assert stereo_energy(_COST, _W, _D, smoothness="linear") == 18 + 6
+    assert stereo_energy(_COST, _W, _D, smoothness="potts") == 18 + 4
+    assert stereo_energy(_COST, _W, _D, smoothness="truncated_linear",
+                         truncation=1) == 18 + 4
+
+
+@pytest.mark.parametrize(
+    ("args", "kw", "exc", "match"),
+    [
+        ((_COST, _W, _D + 3), {}, ValueError, r"disparity must lie in \[0, 3\), got 3"),
+        ((_COST, _W, -_D), {}, ValueError, r"disparity must lie in \[0, 3\), got -1"),
+        ((_COST, _W, _D * 1.0), {}, TypeError, r"disparity must have an integer dtype"),
+        ((_COST, _W, _D[:1]), {}, ValueError, r"disparity must have shape \(2, 2\)"),
+        ((_COST, _W[:1], _D), {}, ValueError, r"weights must have shape \(2, M, N\)"),
+        ((_COST[0], _W, _D), {}, ValueError, r"cost must have shape \(D, M, N\)"),
+        ((_COST * 1.0, _W, _D), {}, TypeError, r"cost has floating dtype"),
+        ((np.ma.masked_array(_COST), _W, _D), {}, TypeError, r"cost must be a plain"),
+        ((_COST, _W, _D), {"smoothness": "cubic"}, ValueError, r"smoothness must be"),
+        ((_COST, _W, _D), {"smoothness": "truncated_linear", "truncation": 0},
+         ValueError, r"truncation must be an integer >= 1"),
+        ((_COST, _W.astype(np.int64) * 2**60, _D), {}, ValueError,
+         r"too large for an exact int64"),
+        ((_COST.astype(np.uint64) + np.uint64(2**63), _W, _D), {}, ValueError,
+         r"cost must lie strictly between .* got 9223372036854775808"),
+    ],
+)
+def test_stereo_energy_checks(args, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        stereo_energy(*args, **kw)
+
+
+def test_stereo_weights_values_and_checks():
+    img = np.zeros((3, 4), np.uint8)
+    img[:, 2:] = 200
+    w = stereo_weights(img, smoothness=2.0)
+    assert w.shape == (2, 3, 4) and w.dtype == np.float32
+    assert w[0, :, 1].tolist() == [2.0] * 3  # across the edge: the weak weight
+    assert w[0, :, 0].tolist() == [6.0] * 3 and w[1, :2].min() == 6.0
+    assert (w[0, :, -1] == 0).all() and (w[1, -1] == 0).all()
+    for kw, match in [({"smoothness": -1.0}, "smoothness must be a finite number"),
+                      ({"threshold": float("nan")}, "threshold must be a finite"),
+                      ({"ratio": 0.5}, "ratio must be a finite number >= 1"),
+                      ({"smoothness": "2"}, "smoothness must be a number")]:
+        with pytest.raises((ValueError, TypeError), match=match):
+            stereo_weights(img, **kw)
+    bad = img.astype(np.float32)
+    bad[1, 1] = np.nan
+    with pytest.raises(ValueError, match=r"left must hold finite values .* \(1, 1\)"):
+        stereo_weights(bad)

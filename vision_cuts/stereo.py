@@ -41,7 +41,7 @@ from scipy import ndimage
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
 from ._validate import check_int, check_number, first_index, regular_array
-from .grid import GridEnergy, grid_energy
+from .grid import COST_MAX, GridEnergy, _as_cost, grid_energy
 from .maxflow import maxflow_grid
 
 __all__ = [
@@ -328,16 +328,31 @@ def _cost_volume_cpu(
     return cost
 
 
+_THRESHOLD, _RATIO = 8.0, 3.0  # stereo_weights' defaults (grey levels, factor)
+
+
 def stereo_weights(
-    left: Any, *, smoothness: float = 1.0, threshold: float = 8.0, ratio: float = 3.0
+    left: Any,
+    *,
+    smoothness: float = 1.0,
+    threshold: float = _THRESHOLD,
+    ratio: float = _RATIO,
 ) -> np.ndarray:
     """Contrast-sensitive pair weights (2, M, N) as float: ``ratio * smoothness`` across
     edges whose max channel difference is below ``threshold``, else ``smoothness``
-    (Boykov, Veksler and Zabih 2001). Plane 0 couples p with +x, plane 1 with +y."""
+    (Boykov, Veksler and Zabih 2001). Plane 0 couples p with +x, plane 1 with +y.
+    ``smoothness`` and ``threshold`` are finite numbers >= 0, ``ratio`` >= 1."""
+    smoothness = check_number(smoothness, "smoothness", low=0)
+    threshold = check_number(threshold, "threshold", low=0)
+    ratio = check_number(ratio, "ratio", low=1)
     xp = _xp("gpu" if is_cupy_array(left) else "cpu")
-    img = _to(xp, left).astype(np.float32)
-    if img.ndim == 2:
-        img = img[..., None]
+    img, _ = _check_pair(left, left, xp)  # the image's checks, once
+    return _weights(img, smoothness, threshold, ratio)
+
+
+def _weights(img: Any, smoothness: float, threshold: float, ratio: float) -> Any:
+    """:func:`stereo_weights` of a checked float32 (M, N, C) image, in its module."""
+    xp = _xp("gpu" if is_cupy_array(img) else "cpu")
     m, n = img.shape[:2]
     w = xp.zeros((2, m, n), dtype=np.float32)
     dx = xp.abs(xp.diff(img, axis=1)).max(axis=-1)
@@ -369,11 +384,43 @@ def stereo_energy(
     """``E(d) = sum_p cost[d_p, p] + sum_(p,q) weights * V(d_p, d_q)`` as a Python int.
 
     ``cost`` (D, M, N) and ``weights`` (2, M, N) integers, ``disparity`` (M, N) integer
-    labels in ``[0, D)``; ``smoothness`` as in :func:`solve_disparity`.
+    labels in ``[0, D)``; ``smoothness`` as in :func:`solve_disparity`. The energy is
+    summed in int64, so ``n max|cost| + 2 n max|weights| max V`` (``n`` pixels) must
+    stay below 2**62.
     """
-    c = to_numpy(cost).astype(np.int64)
-    w = to_numpy(weights).astype(np.int64)
-    d = to_numpy(disparity).astype(np.int64)
+    c, cmax = _as_cost(to_numpy(regular_array(cost, "cost")), "cost", None, np)
+    if c.ndim != 3 or c.shape[0] < 1:
+        raise ValueError(f"cost must have shape (D, M, N), got {tuple(c.shape)}")
+    nd, grid = c.shape[0], c.shape[1:]
+    w, wmax = _as_cost(to_numpy(regular_array(weights, "weights")), "weights", None, np)
+    if w.shape != (2, *grid):
+        raise ValueError(
+            f"weights must have shape (2, M, N) = {(2, *grid)}, got {tuple(w.shape)}"
+        )
+    d = to_numpy(regular_array(disparity, "disparity"))
+    if d.dtype.kind not in "iu":
+        raise TypeError(f"disparity must have an integer dtype, got {d.dtype}")
+    if d.shape != grid:
+        raise ValueError(f"disparity must have shape {grid}, got {tuple(d.shape)}")
+    if d.size and (int(d.min()) < 0 or int(d.max()) >= nd):
+        bad = first_index((d < 0) | (d >= nd))
+        raise ValueError(
+            f"disparity must lie in [0, {nd}), got {d[bad]} at index {bad}"
+        )
+    if smoothness not in SMOOTHNESS:
+        raise ValueError(f"smoothness must be one of {SMOOTHNESS}, got {smoothness!r}")
+    vmax = {"potts": 1, "linear": nd - 1}.get(smoothness, 0)
+    if smoothness == "truncated_linear":
+        truncation = check_int(truncation, "truncation", low=1)
+        vmax = min(truncation, nd - 1)
+    n = d.size
+    if n * cmax + 2 * n * wmax * vmax >= COST_MAX:
+        raise ValueError(
+            f"cost and weights are too large for an exact int64 energy: {n} pixels x "
+            f"max |cost| ({cmax}) + {2 * n} pairs x max |weights| ({wmax}) x max V "
+            f"({vmax}) must be below 2**62"
+        )
+    d = d.astype(np.int64)
     data = np.take_along_axis(c, d[None], axis=0).sum()
     vx = _vmat(d[:, :-1], d[:, 1:], smoothness, truncation)
     vy = _vmat(d[:-1, :], d[1:, :], smoothness, truncation)
@@ -1027,7 +1074,7 @@ def stereo_disparity(
     scale = {"cost_scale": cost_scale}
     c = _quantised(cost, cost_scale, xp, "the matching costs", scale)
     w = _quantised(
-        stereo_weights(lp, smoothness=lam), cost_scale, xp, "the pair weights",
+        _weights(lp, lam, _THRESHOLD, _RATIO), cost_scale, xp, "the pair weights",
         {"lam": lam, "cost_scale": cost_scale},
     )  # fmt: skip
     labels = solve_disparity(
