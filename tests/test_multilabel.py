@@ -278,8 +278,11 @@ def test_model_checks():
         minimize_labels(u, method="icm")
     with pytest.raises(ValueError, match="max_cycles must be an integer >= 1"):
         minimize_labels(u, max_cycles=0)
-    for bad in (0, -1, 1.5, True, "2"):
+    for bad in (0, -1):
         with pytest.raises(ValueError, match="moves_per_cut must be an integer >= 1"):
+            minimize_labels(u, moves_per_cut=bad, backend="cpu")
+    for bad in (1.5, True, "2"):
+        with pytest.raises(TypeError, match="moves_per_cut must be an integer, got"):
             minimize_labels(u, moves_per_cut=bad, backend="cpu")
     # the CPU cuts its moves one at a time whatever moves_per_cut says
     res = minimize_labels(u + np.arange(3), moves_per_cut=4, backend="cpu")

@@ -888,19 +888,6 @@ def _may_change(v: np.ndarray, a: int, b: Any, accepted: list, since: Any) -> bo
     return False
 
 
-def check_moves_per_cut(moves_per_cut: Any) -> None:
-    """``moves_per_cut`` (of :func:`minimize_labels` and ``stereo_disparity``) must be
-    an integer >= 1."""
-    if (
-        isinstance(moves_per_cut, bool)
-        or not isinstance(moves_per_cut, (int, np.integer))
-        or moves_per_cut < 1
-    ):
-        raise ValueError(
-            f"moves_per_cut must be an integer >= 1, got {moves_per_cut!r}"
-        )
-
-
 def minimize_labels(
     unary: Any,
     pairwise: Any = "potts",
@@ -1018,7 +1005,7 @@ def _check_run(
     tol = check_number(tol, "tol", low=0)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-    check_moves_per_cut(moves_per_cut)
+    check_int(moves_per_cut, "moves_per_cut", low=1)
     return max_cycles, tol
 
 
