@@ -589,3 +589,40 @@ def test_cost_families_against_scipy(rng, shape):
             r0, c0 = scipy_lsa(costs[b])
             want = costs[b][r0, c0].sum()
             assert costs[b][r[b], c[b]].sum() == pytest.approx(want, rel=1e-12), kind
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_huge_costs_scaled_per_problem(maximize):
+    """Each problem of a stack takes its own power of two: tiny costs beside costs
+    of 1e290 survive the small factor that problem needs, whatever factor a problem
+    near float64's limit beside it takes."""
+    near = np.array([[1.7e308, 0.0], [0.0, 1.6e308]])
+    tiny = np.array([[1e290, 1e-300], [1.00001e-300, 1e290]])
+    rows, cols = linear_sum_assignment_batched(np.stack([near, tiny, np.eye(2)]),
+                                               maximize, backend="cpu")
+    for c, r, k, exact in ((near, rows[0], cols[0], 2.0**-64),
+                           (tiny, rows[1], cols[1], 2.0**-8)):
+        scaled = c * exact  # exact: the same optimum, sums that do not overflow
+        want_r, want_c = scipy_lsa(scaled, maximize)
+        assert scaled[r, k].sum() == scaled[want_r, want_c].sum()
+    assert cols[1].tolist() == ([0, 1] if maximize else [1, 0])
+
+
+def test_huge_costs_that_scaling_cannot_keep():
+    cost = np.array([[1e-300, 1.00001e-300], [1.79e308, 1.0]])
+    with pytest.raises(ValueError, match=r"cost mixes costs beyond 2\*\*960 with "
+                       r"1e-300 at index \(0, 0\)"):
+        linear_sum_assignment(cost, backend="cpu")
+    with pytest.raises(ValueError, match=r"costs mixes .* at index \(1, 0, 0\)"):
+        linear_sum_assignment_batched(np.stack([np.eye(2), cost]), backend="cpu")
+
+
+def test_longdouble_below_float64_is_refused():
+    cost = np.array([["1e-400", "3e-400"], ["3e-400", "1e-400"]]).astype(np.longdouble)
+    with pytest.raises(ValueError, match=r"within float64's range .*1e-400"):
+        linear_sum_assignment(cost, backend="cpu")
+
+
+def test_zero_dimensional_bool_flag():
+    r, c = linear_sum_assignment(np.eye(2), maximize=np.array(True), backend="cpu")
+    assert c.tolist() == [0, 1]

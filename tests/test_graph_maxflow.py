@@ -717,3 +717,46 @@ def test_dimacs_instances_known_values(data_dir, name, backend):
     assert res.value == KNOWN[name]
     check_result(g, s, t, res)
     assert scipy_value(g, s, t) == KNOWN[name]
+
+
+def test_write_dimacs_refuses_what_the_reader_refuses(tmp_path):
+    from vision_cuts.dimacs import MAX_ISOLATED_NODES
+
+    g = flow_graph([0], [1], [1], num_nodes=MAX_ISOLATED_NODES + 5)
+    path = tmp_path / "isolated.max"
+    with pytest.raises(ValueError, match=r"graph has 16777221 nodes but 1 arcs"):
+        write_dimacs(path, g, 0, 1)
+    assert not path.exists()
+
+
+def test_dimacs_comment_lines_by_first_character(tmp_path):
+    path = tmp_path / "c.max"
+    path.write_text("c-------\ncomment\np max 2 1\nn 1 s\nn 2 t\na 1 2 7\n")
+    g, s, t = read_dimacs(path)
+    assert maximum_flow(g, s, t, backend="cpu").value == 7
+
+
+def test_integer_scale_beyond_float_precision():
+    g = flow_graph([0], [1], [1], scale=2**53 + 1)
+    assert int(g.capacity[0]) == 2**53 + 1
+    with pytest.raises(ValueError, match=r"scale must be a finite positive number"):
+        flow_graph([0], [1], [1], scale=10**400)
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (lambda: flow_graph([0], [1], [2**64]), TypeError,
+         r"capacities must have an integer dtype .*got object \(the list given holds"),
+        (lambda: flow_graph([2**64], [1], [1]), TypeError,
+         r"tails must have an integer dtype, got object \(the list given holds"),
+        (lambda: genrmf_graph(2, 2, seed=-1), ValueError, r"seed must be None, an"),
+        (lambda: washington_rlg_graph(3, 2, seed="x"), TypeError, r"seed must be None"),
+        (lambda: maximum_flow(flow_graph([0], [1], [1]), 0, 1,
+                              method=np.array(["fifo", "x"])),
+         ValueError, r"method must be 'highest' or 'fifo'"),
+    ],
+)
+def test_more_named_errors(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

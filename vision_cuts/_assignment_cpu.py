@@ -285,12 +285,10 @@ _FINITE, _FORBIDDEN, _INVALID = 0, 1, 2  # what _classify finds in a problem
 SOLVED, INFEASIBLE, INVALID = 0, 1, 2  # per-problem status returned to the caller
 # The duals and path lengths are sums of a few costs per row; near float64's limit
 # (1.8e308) they overflow to inf. A problem with a finite cost beyond _BIG (status
-# _HUGE from _solve_stack) is solved again scaled by _SHRINK, a power of two (exact,
-# bar values below 2**-958 that the problem's large costs absorb anyway), which keeps
-# every cost below 2**960.
+# _HUGE from _solve_stack) is solved again scaled by a power of two that brings its
+# costs below _BIG, when the scaling keeps every cost exactly.
 _HUGE = 3
 _BIG = 2.0**960
-_SHRINK = 2.0**-64
 
 
 @nb.njit(cache=True, nogil=True)
@@ -369,8 +367,16 @@ def _solve_stack(costs, col4row, status, nchunks, use_jv):
                 status[b] = INFEASIBLE
 
 
-def linear_sum_assignment_batched_cpu(costs: np.ndarray, maximize: bool) -> tuple:
+def linear_sum_assignment_batched_cpu(
+    costs: np.ndarray, maximize: bool, name: str = "costs", batched: bool = True
+) -> tuple:
     """Solve a (B, n, m) stack; returns ``(row_ind, col_ind, status)``.
+
+    A problem whose costs reach beyond 2**960 is solved scaled by the power of two
+    that brings them below it; where that scaling cannot keep one of its other costs
+    exactly (a cost near float64's smallest, beside one near its largest) that is a
+    ValueError naming the cost (``name``, its index without the batch axis unless
+    ``batched``).
 
     ``row_ind`` and ``col_ind`` are int64 arrays of shape (B, min(n, m)), each row of
     ``row_ind`` sorted; ``status`` is an int8 array of shape (B,): SOLVED, INFEASIBLE,
@@ -401,7 +407,24 @@ def linear_sum_assignment_batched_cpu(costs: np.ndarray, maximize: bool) -> tupl
     _solve_stack(work, col4row, status, nchunks, use_jv)
     huge = np.flatnonzero(status == _HUGE)
     if huge.size:
-        sub = work[huge] * _SHRINK
+        part = work[huge]
+        finite = np.isfinite(part)
+        # each problem's own power of two: its largest magnitude below 2**960
+        top = np.where(finite, np.abs(part), 0.0).max(axis=(1, 2))
+        shift = (np.frexp(top)[1] - 960)[:, None, None]
+        sub = np.ldexp(part, -shift)
+        kept = (np.ldexp(sub, shift) == part) | ~finite
+        if not kept.all():
+            p, i, j = (int(v) for v in np.argwhere(~kept)[0])
+            if transpose:
+                i, j = j, i
+            value = costs[int(huge[p]), i, j].item()
+            at = (int(huge[p]), i, j) if batched else (i, j)
+            raise ValueError(
+                f"{name} mixes costs beyond 2**960 with {value!r} "
+                f"at index {at}, which float64 cannot keep once the large costs are "
+                f"scaled into range: rescale {name} (or round its smallest values)"
+            )
         sub_col4row = np.empty((huge.size, k), dtype=np.int64)
         sub_status = np.empty(huge.size, dtype=np.int8)
         _solve_stack(sub, sub_col4row, sub_status, min(huge.size, nchunks), use_jv)

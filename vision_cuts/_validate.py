@@ -22,6 +22,7 @@ __all__ = [
     "check_scale",
     "exact_sum",
     "first_index",
+    "object_note",
     "regular_array",
 ]
 
@@ -50,7 +51,10 @@ def check_scale(scale: Any) -> float | None:
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer,
                                                          np.floating)):
         raise TypeError(f"scale must be a positive number, got {type(scale).__name__}")
-    value = float(scale)
+    try:
+        value = float(scale)
+    except OverflowError:  # a Python integer beyond float64
+        value = float("inf")
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     return value
@@ -108,8 +112,10 @@ def check_number(value: Any, name: str, low: float | None = None,
 
 
 def check_flag(value: Any, name: str) -> bool:
-    """``value`` as a bool: True, False, a NumPy bool, or the integers 0 and 1 (not
-    a string, not None)."""
+    """``value`` as a bool: True, False, a NumPy bool (a 0-d bool array too), or the
+    integers 0 and 1 (not a string, not None)."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == bool:
+        value = value.item()  # a 0-d bool array, as NumPy reductions give
     if not isinstance(value, (bool, np.bool_)) and not (
         isinstance(value, (int, np.integer)) and value in (0, 1)
     ):
@@ -130,6 +136,17 @@ def _scaled(a: Any, scale: float, name: str, xp) -> Any:
             f"{a[bad].item()!r} at index {bad}: reduce the costs or the scale"
         )
     return out
+
+
+def object_note(a: Any, given: str) -> str:
+    """For a dtype error: why NumPy made an object array of what was ``given`` (the
+    type's name), or "" for other dtypes."""
+    if getattr(getattr(a, "dtype", None), "kind", "") != "O":
+        return ""
+    return (
+        f" (the {given} given holds Python objects: integers beyond int64 or values "
+        "that are not numbers)"
+    )
 
 
 def regular_array(a: Any, name: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
-from ._validate import check_flag, regular_array
+from ._validate import check_flag, object_note, regular_array
 
 __all__ = ["linear_sum_assignment", "linear_sum_assignment_batched"]
 
@@ -58,26 +58,20 @@ def _as_cost_array(cost: Any, name: str, ndim: int, layout: str) -> Any:
                 f"{given} that NumPy cannot convert ({exc})"
             ) from exc
     if cost.dtype.kind not in "biuf":
-        why = (
-            f" (the {given} given holds Python objects: integers beyond int64 "
-            "or values that are not numbers)"
-            if cost.dtype.kind == "O"
-            else ""
-        )
         raise TypeError(
             f"{name} must have a real numeric dtype (integer, floating or bool), got "
-            f"{cost.dtype}{why}"
+            f"{cost.dtype}{object_note(cost, given)}"
         )
     if cost.dtype.kind == "f" and cost.dtype.itemsize > 8:
         # the solvers work in float64: a wider float must hold float64 values
         with np.errstate(over="ignore"):
             narrow = cost.astype(np.float64)
-        lost = np.isinf(narrow) & np.isfinite(cost)
+        lost = (np.isinf(narrow) & np.isfinite(cost)) | ((narrow == 0) & (cost != 0))
         if lost.any():
             idx = tuple(int(i) for i in np.argwhere(lost)[0])
             raise ValueError(
-                f"{name} must hold values within float64's range (about 1.8e308), got "
-                f"{cost[idx]!r} at index {idx}"
+                f"{name} must hold values within float64's range (magnitudes from "
+                f"about 5e-324 to 1.8e308, or 0), got {cost[idx]!r} at index {idx}"
             )
         cost = narrow
     if cost.ndim != ndim:
@@ -212,7 +206,9 @@ def linear_sum_assignment(
 
     # NaN and wrong-sign infinities are found by the compiled solver in the scan it
     # makes anyway; only then is the matrix searched for the entry to name
-    rows, cols, status = linear_sum_assignment_batched_cpu(host[None], maximize)
+    rows, cols, status = linear_sum_assignment_batched_cpu(
+        host[None], maximize, "cost", batched=False
+    )
     if status[0] == INVALID:
         _check_values(host, "cost", maximize)
         raise AssertionError("the solver flagged a matrix that _check_values accepts")

@@ -92,7 +92,7 @@ def read_dimacs(path: str | os.PathLike) -> FlowProblem:
     with open(name, encoding="ascii", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
-            if not parts or parts[0] == "c":
+            if not parts or parts[0].startswith("c"):  # a comment ("c", "c---", ...)
                 continue
             kind = parts[0]
             if kind == "a":
@@ -254,6 +254,13 @@ def write_dimacs(
             f"{i}"
         )
     pos = graph.capacity > 0
+    arcs = int(pos.sum())
+    if n > 2 * arcs + 2 + MAX_ISOLATED_NODES:
+        raise ValueError(
+            f"graph has {n} nodes but {arcs} arcs of positive capacity: read_dimacs "
+            f"accepts at most {MAX_ISOLATED_NODES} isolated nodes beyond the "
+            f"{2 * arcs + 2} that the arcs and the terminals name"
+        )
     tails = graph.tails[pos] + 1
     heads = graph.heads[pos] + 1
     caps = graph.capacity[pos]
@@ -261,7 +268,7 @@ def write_dimacs(
     if comment:
         lines += [f"c {c}" for c in comment.splitlines()]
     lines += [
-        f"p max {n} {int(pos.sum())}",
+        f"p max {n} {arcs}",
         f"n {source + 1} s",
         f"n {sink + 1} t",
     ]

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validate import check_int, check_scale, exact_sum, regular_array
+from ._validate import check_int, check_scale, exact_sum, object_note, regular_array
 
 __all__ = [
     "MAX_CAPACITY",
@@ -176,11 +176,15 @@ class FlowProblem(NamedTuple):
 
 
 def _as_index_array(a: Any, name: str) -> np.ndarray:
+    given = type(a).__name__
     arr = np.asarray(regular_array(a, name))
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must have an integer dtype, got {arr.dtype}")
+        raise TypeError(
+            f"{name} must have an integer dtype, got {arr.dtype}"
+            f"{object_note(arr, given)}"
+        )
     # compared before the cast to int64, so that a uint64 index is quoted unwrapped
     if arr.size and arr.max() > _MAX_NODES - 1:
         i = int(np.argmax(arr > _MAX_NODES - 1))
@@ -210,6 +214,7 @@ def _as_capacities(
     Every message quotes the value the caller passed (before any scaling) and where
     it is: ``where(i)`` describes input position ``i``.
     """
+    given = type(a).__name__
     arr = np.asarray(regular_array(a, name))
     if arr.ndim == 0:
         arr = np.full(n_edges, arr)
@@ -262,7 +267,8 @@ def _as_capacities(
                     f"scale={scale!r} for integer {name} must be an integer; pass "
                     "float capacities to quantise"
                 )
-            mult = int(factor)
+            # an integer scale as given: through float it would round beyond 2**53
+            mult = int(scale) if isinstance(scale, (int, np.integer)) else int(factor)
             top = int(cap.max())
             # the product is checked in Python integers: int64 would wrap
             if top * mult > MAX_CAPACITY:
@@ -276,6 +282,7 @@ def _as_capacities(
     else:
         raise TypeError(
             f"{name} must have an integer dtype (or float with scale=), got {arr.dtype}"
+            f"{object_note(arr, given)}"
         )
     total = exact_sum(cap)
     if total > _MAX_TOTAL:
@@ -425,7 +432,13 @@ def _graph_from_sparse(matrix: Any, name: str, scale: Any) -> FlowGraph:
 
 
 def _rng(seed: Any) -> np.random.Generator:
-    return np.random.default_rng(seed)
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(
+            f"seed must be None, an integer >= 0 (or a sequence of them) or a NumPy "
+            f"Generator, got {seed!r}: {exc}"
+        ) from None
 
 
 def _check_int(value: Any, name: str, low: int) -> int:
@@ -784,7 +797,7 @@ def maximum_flow(
                 f"{type(graph).__name__}"
             )
     source, sink = _check_terminals(source, sink, graph.num_nodes)
-    if method not in ("highest", "fifo"):
+    if not isinstance(method, str) or method not in ("highest", "fifo"):
         raise ValueError(f"method must be 'highest' or 'fifo', got {method!r}")
     which = resolve_backend(backend)
     if which == "gpu":
