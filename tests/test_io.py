@@ -102,3 +102,19 @@ def test_write_flo_refuses_masked_and_ragged(tmp_path):
     with pytest.raises(ValueError, match=r"flow must be a regular \(rectangular\)"):
         write_flo(tmp_path / "r.flo", [[[1.0, 0.0], [0.0]]])
     assert not (tmp_path / "m.flo").exists()
+
+
+def test_pfm_and_flo_checks(tmp_path):
+    with pytest.raises(TypeError, match="image must be a plain array"):
+        write_pfm(tmp_path / "m.pfm", np.ma.masked_array(np.zeros((2, 2))))
+    with pytest.raises(ValueError, match="image must be a regular"):
+        write_pfm(tmp_path / "r.pfm", [[1.0, 2.0], [3.0]])
+    for scale in (b"0", b"-0.0", b"nan"):
+        path = tmp_path / "s.pfm"
+        path.write_bytes(b"Pf\n1 1\n" + scale + b"\n" + np.float32(1).tobytes())
+        with pytest.raises(ValueError, match=r"malformed PFM header \(scale"):
+            read_pfm(path)
+    write_flo(tmp_path / "f.flo", np.zeros((2, 2, 2), np.float32))
+    for bad in ("no", 2, None):
+        with pytest.raises(TypeError, match="unknown_as_nan must be True or False"):
+            read_flo(tmp_path / "f.flo", unknown_as_nan=bad)

@@ -471,8 +471,13 @@ def test_bad_inputs(pair):
         optical_flow(f0, f1, max_features=0, backend="cpu")
     with pytest.raises(TypeError, match="search_radius must be a number"):
         optical_flow(f0, f1, search_radius="far", backend="cpu")
-    with pytest.raises(ValueError, match="local_passes must be >= 0"):
-        optical_flow(f0, f1, local_passes=-1, backend="cpu")
+    for passes in (-1, 10**30):
+        with pytest.raises(ValueError, match=r"local_passes must be an integer in "
+                           r"\[0, 64\]"):
+            optical_flow(f0, f1, local_passes=passes, backend="cpu")
+    with pytest.raises(ValueError, match=r"displacement_weight must be a finite number "
+                       r"> 0 and <= 1000000"):
+        optical_flow(f0, f1, displacement_weight=1e308, backend="cpu")
     with pytest.raises(TypeError, match="callback must be callable"):
         optical_flow(f0, f1, callback=3, backend="cpu")
 
@@ -1015,3 +1020,45 @@ def test_feature_groups_against_a_plain_split(rng):
         got = flow_mod._feature_groups(pts, None, size)
         np.testing.assert_array_equal(got, _kd_groups_reference(pts, size))
         assert np.bincount(got).max() <= size
+
+
+def test_local_passes_end_once_nothing_changes(pair, monkeypatch):
+    """Passes after one that changes no match repeat it: they end there (the
+    assignments are counted), and the progress still reaches its total."""
+    import importlib
+
+    module = importlib.import_module("vision_cuts.optical_flow")  # not the function
+    calls = []
+    assign = module._Matcher.assign
+    monkeypatch.setattr(module._Matcher, "assign",
+                        lambda self, *a: calls.append(1) or assign(self, *a))
+    f0, f1 = pair
+    steps = []
+    many = optical_flow(f0, f1, backend="cpu", local_passes=64,
+                        callback=lambda done, total: steps.append((done, total)))
+    assert 2 <= len(calls) <= 5  # the global pass and a few local ones, not 65
+    two = optical_flow(f0, f1, backend="cpu", local_passes=2)
+    assert np.array_equal(many.points, two.points)
+    assert np.array_equal(many.vectors, two.vectors)
+    assert steps[-1][0] == steps[-1][1]
+
+
+def test_frames_from_a_refilled_buffer(pair):
+    """A decoder that refills one buffer per frame (as cv2.VideoCapture.read(buf)
+    does) gives the same flow as fresh arrays: the frame kept while the next is read
+    is a copy."""
+    from vision_cuts import optical_flow_frames
+
+    f0, f1 = pair
+
+    def refilled():
+        buf = np.empty_like(f0)
+        for frame in (f0, f1):
+            buf[...] = frame
+            yield buf
+
+    fresh = list(optical_flow_frames([f0, f1], backend="cpu"))
+    same = list(optical_flow_frames(refilled(), backend="cpu"))
+    assert len(fresh) == len(same) == 1
+    assert np.array_equal(fresh[0].vectors, same[0].vectors)
+    assert np.median(same[0].vectors, axis=0).tolist() == [3.0, 2.0]

@@ -8,7 +8,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ._validate import regular_array
+from ._validate import check_flag, regular_array
 
 __all__ = ["read_flo", "read_pfm", "write_flo", "write_pfm"]
 
@@ -28,7 +28,7 @@ def write_pfm(path: str | os.PathLike, image: Any) -> None:
     image : ndarray, shape (M, N) or (M, N, 3)
         Values are stored as float32 (NaN and infinity are kept).
     """
-    img = np.asarray(image)
+    img = np.asarray(regular_array(image, "image"))
     if img.ndim == 3 and img.shape[-1] == 3:
         tag = b"PF"
     elif img.ndim == 2:
@@ -57,6 +57,12 @@ def read_pfm(path: str | os.PathLike) -> np.ndarray:
             scale = float(f.readline().strip())
         except (IndexError, ValueError):
             raise ValueError(f"{os.fspath(path)!r}: malformed PFM header") from None
+        if not np.isfinite(scale) or scale == 0:
+            # its sign gives the byte order: 0 and NaN give none
+            raise ValueError(
+                f"{os.fspath(path)!r}: malformed PFM header (scale {scale!r}: a "
+                "non-zero number, negative for little-endian data)"
+            )
         channels = 3 if tag == b"PF" else 1
         dtype = "<f4" if scale < 0 else ">f4"
         if width < 0 or height < 0:
@@ -157,6 +163,7 @@ def read_flo(path: str | os.PathLike, *, unknown_as_nan: bool = False) -> np.nda
         not hold exactly the ``width * height * 2`` values its header gives
         (truncated, or bytes beyond them); the message names the file.
     """
+    unknown_as_nan = check_flag(unknown_as_nan, "unknown_as_nan")
     name = os.fspath(path)
     with open(path, "rb") as f:
         head = f.read(12)

@@ -122,6 +122,8 @@ _WARM_MIN_MATCHES = 50  # fewer matches in the previous pair: no warm start
 _FUSE_WINDOW = 9  # px, the square over which dense proposals' warping errors are summed
 _COLOUR_SIGMA = 12.0  # grey levels, colour weight of the dense interpolation
 _END = object()  # the end of a sequence of frames (None is a frame, and an error)
+_MAX_LOCAL_PASSES = 64  # the passes stop early once one changes no match
+_MAX_DISPLACEMENT_WEIGHT = 1e6  # far beyond any use; keeps every cost finite
 
 
 class FlowResult(NamedTuple):
@@ -603,6 +605,13 @@ class _Matcher:
         return _median_near(sources, vectors, queries, self.gpu)
 
 
+def _same_matches(a: tuple, b: tuple) -> bool:
+    """Whether two ``(rows, cols)`` match lists (NumPy or CuPy) are equal."""
+    return all(
+        len(x) == len(y) and bool((x == y).all()) for x, y in zip(a, b, strict=True)
+    )
+
+
 def _dummy_cost(max_cost: float, n: int, weight: float) -> float:
     """The cost of leaving a feature unmatched that the solvers get: ``max_cost``,
     or ``(n + 1) * (1 + weight)`` where that is smaller.
@@ -967,14 +976,7 @@ def _check_params(
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if detector not in DETECTORS:
         raise ValueError(f"detector must be one of {DETECTORS}, got {detector!r}")
-    if isinstance(local_passes, bool) or not isinstance(
-        local_passes, (int, np.integer)
-    ):
-        raise TypeError(
-            f"local_passes must be an integer, got {type(local_passes).__name__}"
-        )
-    if local_passes < 0:
-        raise ValueError(f"local_passes must be >= 0, got {local_passes}")
+    local_passes = check_int(local_passes, "local_passes", 0, _MAX_LOCAL_PASSES)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     return _Params(
@@ -983,8 +985,9 @@ def _check_params(
         _check_positive(max_features, "max_features", integer=True, high=INT32_MAX),
         _check_positive(search_radius, "search_radius"),
         _check_positive(local_radius, "local_radius"),
-        int(local_passes),
-        _check_positive(displacement_weight, "displacement_weight"),
+        local_passes,
+        _check_positive(displacement_weight, "displacement_weight",
+                        high=_MAX_DISPLACEMENT_WEIGHT),
         _MAX_COST[detector]
         if max_cost is None
         else _check_positive(max_cost, "max_cost"),
@@ -1025,12 +1028,20 @@ def _flow_pair(
         pred, radius = init, _WARM_RADIUS
     rows, cols, costs = matcher.assign(pred, radius)
     progress()
-    for _ in range(p.local_passes):
-        if len(rows):
-            rows, cols, costs = matcher.assign(
-                matcher.predict(rows, cols), p.local_radius
-            )
+    for done in range(p.local_passes):
+        if not len(rows):
+            progress()
+            continue
+        before = rows, cols
+        rows, cols, costs = matcher.assign(matcher.predict(rows, cols), p.local_radius)
         progress()
+        left = p.local_passes - done - 1
+        if left and _same_matches((rows, cols), before):
+            # the same matches predict the same motion: every later pass repeats
+            # this one
+            for _ in range(left):
+                progress()
+            break
     if matcher.gpu:
         points, targets, costs = _refine_on_device(
             matcher, img0, img1, rows, cols, costs, refine
@@ -1117,9 +1128,10 @@ def optical_flow(
         Number of local assignment passes after the global one (0 keeps only the
         global assignment). One is the default: a second pass changes 1-3% of the
         matches and adds at most 1% of points, with the same endpoint error on every
-        measured sequence (BENCHMARKS.md), at the cost of a whole pass.
+        measured sequence (BENCHMARKS.md), at the cost of a whole pass. At most 64;
+        the passes end early once one changes no match.
     displacement_weight : float
-        Cost added for a displacement (deviation) of a whole radius.
+        Cost added for a displacement (deviation) of a whole radius (at most 1e6).
     max_cost : float, optional
         Cost of leaving a feature unmatched: pairs costing more are never chosen.
         Default 0.35 for ORB, 0.3 for SIFT. A pair costs at most
@@ -1332,6 +1344,10 @@ def optical_flow_frames(
         name = f"frames[{index[0]}]"
         index[0] += 1
         img = reader(_check_frame(frame, name), name)
+        if isinstance(frame, np.ndarray) and np.may_share_memory(img, frame):
+            # kept while the next frame is read: a decoder that refills one buffer
+            # must not change it
+            img = img.copy()
         grey = _grey(img)
         before, last_grey[0] = last_grey[0], grey
         dis = None
