@@ -15,6 +15,7 @@ from ._backend import is_cupy_array
 __all__ = [
     "INT32_MAX",
     "as_capacity",
+    "check_finite",
     "check_flag",
     "check_grid_shape",
     "check_int",
@@ -22,6 +23,7 @@ __all__ = [
     "check_scale",
     "exact_sum",
     "first_index",
+    "nonfinite_at",
     "object_note",
     "regular_array",
 ]
@@ -42,6 +44,23 @@ def first_index(mask: Any) -> tuple:
     xp = _xp(mask)
     flat = int(xp.argmax(mask.ravel()))
     return tuple(int(v) for v in np.unravel_index(flat, mask.shape))
+
+
+def nonfinite_at(a: Any) -> tuple | None:
+    """The C-order index of ``a``'s first NaN or infinity, or None (one reduction
+    returned to the host when every value is finite)."""
+    xp = _xp(a)
+    if a.size == 0 or bool(xp.isfinite(a).all()):
+        return None
+    return first_index(~xp.isfinite(a))
+
+
+def check_finite(a: Any, name: str) -> None:
+    """A NaN or infinity in ``a`` is a ValueError naming ``name``, the value and its
+    index."""
+    bad = nonfinite_at(a)
+    if bad is not None:
+        raise ValueError(f"{name} must be finite, got {a[bad].item()!r} at index {bad}")
 
 
 def check_scale(scale: Any) -> float | None:
@@ -129,8 +148,8 @@ def _scaled(a: Any, scale: float, name: str, xp) -> Any:
     ValueError naming ``name`` and the value before scaling."""
     with np.errstate(over="ignore"):
         out = xp.rint(a.astype(np.float64) * float(scale))
-    if out.size and not bool(xp.isfinite(out).all()):
-        bad = first_index(~xp.isfinite(out))
+    bad = nonfinite_at(out)
+    if bad is not None:
         raise ValueError(
             f"{name} times scale ({scale!r}) must be a finite number, got "
             f"{a[bad].item()!r} at index {bad}: reduce the costs or the scale"
@@ -202,11 +221,7 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
                 "scale=<factor> to quantise floats (round(value * scale)), or convert "
                 "to an integer dtype"
             )
-        if not bool(xp.isfinite(a).all()):
-            bad = first_index(~xp.isfinite(a))
-            raise ValueError(
-                f"{name} must be finite, got {a[bad].item()!r} at index {bad}"
-            )
+        check_finite(a, name)
         a = _scaled(a, scale, name, xp)
     elif kind in "iu":
         if scale is not None and scale != 1:

@@ -33,6 +33,7 @@ from ._validate import (
     INT32_MAX,
     _scaled,
     as_capacity,
+    check_finite,
     check_grid_shape,
     check_scale,
     exact_sum,
@@ -339,11 +340,7 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> tuple[Any, int]:
                 f"{name} has floating dtype {a.dtype}; energies are integers. Pass "
                 "scale=<factor> to quantise (round(value * scale))"
             )
-        if a.size and not bool(xp.isfinite(a).all()):
-            bad = first_index(~xp.isfinite(a))
-            raise ValueError(
-                f"{name} must be finite, got {a[bad].item()!r} at index {bad}"
-            )
+        check_finite(a, name)
         a = _scaled(a, scale, name, xp)
     elif a.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype, got {a.dtype}")
@@ -542,11 +539,7 @@ def _pairwise_terms(
                     f"pairwise must have shape (2, 2) or (D, *grid, 2, 2) = "
                     f"{(D, *grid, 2, 2)}, got {tuple(pf.shape)}"
                 )
-            if wa.size and not bool(xp.isfinite(wa).all()):
-                bad = first_index(~xp.isfinite(wa))
-                raise ValueError(
-                    f"weights must be finite, got {wa[bad].item()!r} at index {bad}"
-                )
+            check_finite(wa, "weights")
             pairwise = wa.astype(np.float64)[..., None, None] * pf.astype(np.float64)
             name = "pairwise x weights"
         else:

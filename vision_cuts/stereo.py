@@ -40,7 +40,13 @@ import numpy as np
 from scipy import ndimage
 
 from ._backend import is_cupy_array, resolve_backend, to_numpy
-from ._validate import check_int, check_number, first_index, regular_array
+from ._validate import (
+    check_int,
+    check_number,
+    first_index,
+    nonfinite_at,
+    regular_array,
+)
 from .grid import COST_MAX, GridEnergy, _as_cost, grid_energy
 from .maxflow import maxflow_grid
 
@@ -159,8 +165,8 @@ def _finite_float32(img: Any, name: str, xp: Any) -> Any:
     value as given and its index."""
     with np.errstate(over="ignore"):  # (a value beyond float32: reported below)
         out = _to(xp, img).astype(np.float32)
-    if img.dtype.kind == "f" and not bool(xp.isfinite(out).all()):
-        bad = first_index(~xp.isfinite(out))
+    bad = nonfinite_at(out) if img.dtype.kind == "f" else None
+    if bad is not None:
         raise ValueError(
             f"{name} must hold finite values (as float32), got {img[bad].item()!r} at "
             f"index {bad}"
