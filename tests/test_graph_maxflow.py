@@ -155,6 +155,10 @@ def test_bad_inputs():
         maximum_flow(np.zeros((3, 3)), 0, 2, backend="cpu")
     with pytest.raises(ValueError, match="backend must be one of"):
         maximum_flow(g, 0, 2, backend="tpu")
+    # a GPU-only option is still checked where the CPU ignores it
+    with pytest.raises(TypeError, match="warp_per_vertex must be True or False"):
+        maximum_flow(g, 0, 2, backend="cpu", warp_per_vertex="yes")
+    assert maximum_flow(g, 0, 2, backend="cpu", warp_per_vertex=False).value == 1
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validate import check_int, check_scale, exact_sum, object_note, regular_array
+from ._validate import (
+    check_flag,
+    check_int,
+    check_scale,
+    exact_sum,
+    object_note,
+    regular_array,
+)
 
 __all__ = [
     "MAX_CAPACITY",
@@ -750,7 +757,8 @@ def maximum_flow(
     ----------------
     warp_per_vertex : bool, optional
         GPU only: one warp per node (the default; faster on every family measured)
-        or, with False, one thread per node.
+        or, with False, one thread per node. Checked on both backends, ignored on
+        the CPU.
 
     Raises
     ------
@@ -799,6 +807,8 @@ def maximum_flow(
     source, sink = _check_terminals(source, sink, graph.num_nodes)
     if not isinstance(method, str) or method not in ("highest", "fifo"):
         raise ValueError(f"method must be 'highest' or 'fifo', got {method!r}")
+    if warp_per_vertex is not None:  # checked on both backends, used on the GPU
+        warp_per_vertex = check_flag(warp_per_vertex, "warp_per_vertex")
     which = resolve_backend(backend)
     if which == "gpu":
         from ._flow_graph_gpu import maximum_flow_gpu
