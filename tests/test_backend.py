@@ -149,3 +149,34 @@ def test_exception_hierarchy():
     err = NonSubmodularError("msg", count=3, first=(1, 2, 3))
     assert (err.count, err.first, str(err)) == (3, (1, 2, 3), "msg")
     assert (NonSubmodularError("m").count, NonSubmodularError("m").first) == (0, ())
+
+
+def test_auto_prefer_cpu(machine, monkeypatch):
+    machine("gpu")
+    assert resolve_backend("auto", prefer_cpu=True) == "cpu"
+    assert resolve_backend("auto", FakeCupyArray(), prefer_cpu=True) == "gpu"
+    assert resolve_backend("gpu", prefer_cpu=True) == "gpu"  # explicit arguments win
+    monkeypatch.setenv("VISION_CUTS_BACKEND", "gpu")
+    assert resolve_backend("auto", prefer_cpu=True) == "gpu"
+
+
+def test_maximum_flow_auto_by_graph_size(machine, monkeypatch):
+    """Under "auto" a device runs only graphs of _GPU_MIN_ARCS arcs or more."""
+    import vision_cuts._flow_graph_gpu as flow_gpu
+    from vision_cuts import flow_graph, graph, maximum_flow
+
+    calls = []
+
+    def fake_gpu(indptr, heads, reverse, capacity, source, sink, **kw):
+        calls.append(heads.shape[0])
+        from vision_cuts._flow_graph_cpu import maximum_flow_cpu
+
+        return maximum_flow_cpu(indptr, heads, reverse, capacity, source, sink)
+
+    monkeypatch.setattr(flow_gpu, "maximum_flow_gpu", fake_gpu)
+    machine("gpu")
+    g = flow_graph([0, 0, 1, 2], [1, 2, 3, 3], [3, 2, 2, 3])
+    assert maximum_flow(g, 0, 3).value == 4 and calls == []
+    assert maximum_flow(g, 0, 3, backend="gpu").value == 4 and calls == [8]
+    monkeypatch.setattr(graph, "_GPU_MIN_ARCS", 8)
+    assert maximum_flow(g, 0, 3).value == 4 and calls == [8, 8]

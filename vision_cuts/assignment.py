@@ -8,7 +8,6 @@ here, on host-side metadata, then dispatch to ``_assignment_cpu`` or ``_assignme
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -28,14 +27,7 @@ __all__ = ["linear_sum_assignment", "linear_sum_assignment_batched"]
 def _pick_backend(backend: Any, *arrays: Any) -> str:
     """``resolve_backend`` for assignment, with "auto" meaning the GPU only for CuPy
     costs (``VISION_CUTS_BACKEND=gpu`` still asks for it under "auto")."""
-    if (
-        isinstance(backend, str)
-        and backend == "auto"
-        and not any(is_cupy_array(a) for a in arrays)
-        and os.environ.get("VISION_CUTS_BACKEND", "").strip().lower() != "gpu"
-    ):
-        return "cpu"
-    return resolve_backend(backend, *arrays)
+    return resolve_backend(backend, *arrays, prefer_cpu=True)
 
 
 def _as_cost_array(cost: Any, name: str, ndim: int, layout: str) -> Any:
