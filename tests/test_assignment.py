@@ -626,3 +626,96 @@ def test_longdouble_below_float64_is_refused():
 def test_zero_dimensional_bool_flag():
     r, c = linear_sum_assignment(np.eye(2), maximize=np.array(True), backend="cpu")
     assert c.tolist() == [0, 1]
+
+
+# ------------------------------------------------- solver paths (CPU dispatch)
+
+
+def _forbid_parallel(monkeypatch):
+    """Make the threaded stack solver fail, so a test proves it was not used."""
+    from vision_cuts import _assignment_cpu
+
+    def fail(*args):
+        raise AssertionError("the parallel stack solver ran")
+
+    monkeypatch.setattr(_assignment_cpu, "_solve_stack", fail)
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (5, 5), (250, 250), (30, 70), (70, 30)])
+def test_single_problem_runs_on_the_calling_thread(rng, monkeypatch, shape):
+    # one problem never opens the parallel region (a wait at its barrier cost up
+    # to a scheduler slice per call on a loaded machine)
+    _forbid_parallel(monkeypatch)
+    for cost in (rng.random(shape), rng.integers(0, 100, shape)):
+        for maximize in (False, True):
+            r, c = linear_sum_assignment(cost, maximize)
+            check_assignment(cost, r, c, maximize)
+    costs = rng.random((1, *shape))
+    r, c = linear_sum_assignment_batched(costs)
+    check_assignment(costs[0], r[0], c[0])
+
+
+def test_small_stack_serial_large_stack_parallel(rng, monkeypatch):
+    from vision_cuts import _assignment_cpu
+
+    costs = rng.integers(0, 100, (4, 8, 8))
+    _forbid_parallel(monkeypatch)
+    r, c = linear_sum_assignment_batched(costs)
+    for b in range(4):
+        check_assignment(costs[b], r[b], c[b])
+    monkeypatch.undo()
+    calls = []
+    parallel = _assignment_cpu._solve_stack
+
+    def spy(*args):
+        calls.append(args[3])
+        return parallel(*args)
+
+    monkeypatch.setattr(_assignment_cpu, "_solve_stack", spy)
+    costs = rng.integers(0, 100, (64, 16, 16))  # 16384 entries: over the threshold
+    r, c = linear_sum_assignment_batched(costs)
+    assert len(calls) == 1
+    for b in range(64):
+        check_assignment(costs[b], r[b], c[b])
+
+
+def test_padding_rule():
+    from vision_cuts._assignment_cpu import _use_jv
+
+    assert _use_jv(2000, 2200)  # at most 10% wider: padded at any size
+    assert _use_jv(100, 128) and _use_jv(30, 60)  # few padding cells
+    assert not _use_jv(200, 390)  # 74,100 padding cells: the port
+    assert not _use_jv(2000, 3800) and not _use_jv(8, 64)
+
+
+@pytest.mark.parametrize("shape", [(200, 390), (390, 200), (200, 215), (100, 128)])
+@pytest.mark.parametrize("kind", ["uniform", "ties", "normal", "geometric"])
+def test_rectangular_on_both_sides_of_the_padding_rule(rng, shape, kind):
+    cost = make_cost(rng, kind, shape)
+    r, c = linear_sum_assignment(cost)
+    check_assignment(cost, r, c)
+    costs = make_cost(rng, kind, (3, *shape))
+    rb, cb = linear_sum_assignment_batched(costs)
+    for b in range(3):
+        check_assignment(costs[b], rb[b], cb[b])
+
+
+def _monge_costs(rng, n, m):
+    """Machol-Wien (c_ij = (i + 1)(j + 1), integers) and rank-one costs: after the
+    row reduction almost every row is still free and each search step settles a
+    single column."""
+    machol = np.outer(np.arange(1, n + 1), np.arange(1, m + 1))
+    rank_one = np.outer(rng.random(n) * 100, rng.random(m) * 100)
+    return machol, rank_one
+
+
+@pytest.mark.parametrize("shape", [(60, 60), (40, 44), (40, 70), (70, 40), (7, 7)])
+@pytest.mark.parametrize("maximize", [False, True])
+def test_machol_wien_and_rank_one(rng, shape, maximize):
+    machol, rank_one = _monge_costs(rng, *shape)
+    for cost in (machol, machol.astype(np.float64), rank_one):
+        r, c = linear_sum_assignment(cost, maximize)
+        check_assignment(cost, r, c, maximize)
+        rb, cb = linear_sum_assignment_batched(np.stack([cost, cost[::-1]]), maximize)
+        check_assignment(cost, rb[0], cb[0], maximize)
+        check_assignment(cost[::-1].copy(), rb[1], cb[1], maximize)

@@ -1,21 +1,22 @@
 """CPU linear assignment: one compiled numba solver for single problems and stacks.
 
-A single problem is a stack of one. Measured (``benchmarks/bench_assignment.py``,
-2 cores): 2.9-4.1x faster than SciPy's solver on uniform integer costs and level with
-it on Euclidean point matching; ``lap.lapjv`` is faster still on uniform square costs.
-On the optical flow's 2065 x 4095 matrix with 98% of the pairs forbidden: 64 ms
-against SciPy's 52 ms (the solve itself 49 ms; the rest is the scan for NaN and the
-copy-free checks).
+A single problem is a stack of one, solved on the calling thread. Measured
+(``benchmarks/bench_assignment.py``, 2 cores): 2.9-4.1x faster than SciPy's solver on
+uniform integer costs and level with it on Euclidean point matching; ``lap.lapjv`` is
+faster still on uniform square costs. On the optical flow's 2065 x 4095 matrix with 98%
+of the pairs forbidden: 64 ms against SciPy's 52 ms (the solve itself 49 ms; the rest is
+the scan for NaN and the copy-free checks).
 
 Stacks of problems are solved in one compiled numba call, ``numba.prange`` over chunks
-of problems, so that many small problems cost no Python overhead per problem. Each
-problem runs Jonker-Volgenant (column reduction, reduction transfer, augmenting row
-reduction, shortest augmenting paths, as in JV's paper and ``lap.lapjv``) when it has
-no forbidden pair and is at most twice as wide as tall (padded to square with zero
-rows); otherwise a port of SciPy's ``scipy/optimize/_lsap.cpp`` step by step (same
-tie-breaking; the rows and columns reached by a search are kept in lists so the dual
-update touches only those), which handles ``inf`` and detects infeasibility as SciPy
-does. Workspace is allocated once per chunk of problems.
+of problems (small stacks on the calling thread), so that many small problems cost no
+Python overhead per problem. Each problem runs Jonker-Volgenant (column reduction,
+reduction transfer, augmenting row reduction, shortest augmenting paths, as in JV's
+paper and ``lap.lapjv``) when it has no forbidden pair and is square or nearly so
+(padded to square with zero rows; see ``_use_jv``); otherwise a port of SciPy's
+``scipy/optimize/_lsap.cpp`` step by step (same tie-breaking; the rows and columns
+reached by a search are kept in lists so the dual update touches only those), which
+handles ``inf`` and detects infeasibility as SciPy does. Workspace is allocated once per
+chunk of problems.
 
 Costs are float64; integer costs are exact while partial sums of costs and duals stay
 below ``2**53`` in magnitude. ``+inf`` marks
@@ -37,7 +38,13 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["INFEASIBLE", "INVALID", "SOLVED", "linear_sum_assignment_batched_cpu"]
+__all__ = [
+    "INFEASIBLE",
+    "INVALID",
+    "SOLVED",
+    "linear_sum_assignment_batched_cpu",
+    "linear_sum_assignment_cpu",
+]
 
 _INF = np.inf
 _ARR_CAP = 4  # augmenting-row-reduction steps per pass, in units of n
@@ -222,58 +229,95 @@ def _jv_square(c, x, y, v, free, d, cols, pred, unique):
             x[fi] = j1
             y[j1] = fi
         nfree = newfree
-    # augmentation: a shortest augmenting path from every remaining free row
+    # augmentation: a shortest augmenting path from every remaining free row.
+    # cols[:lo] are scanned, cols[lo:hi] (SCAN) are at the current least distance
+    # and wait to be scanned, cols[hi:] (TODO) are the rest. Every pass that relaxes
+    # TODO also finds its least distance (a free column first among ties), so that
+    # when SCAN runs empty the next column joins it without a pass of its own: on
+    # Monge costs (c_ij = i * j, rank one), where the row reduction leaves almost
+    # every row free and each step settles one column, a separate search pass
+    # doubled the column visits (n = 1000: 3.30e8 search plus 3.32e8 scan visits).
     for f in range(nfree):
         start = free[f]
+        lowest = _INF
+        kmin = 0
         for j in range(n):
             cols[j] = j
             pred[j] = start
-            d[j] = c[start, j] - v[j]
+            r = c[start, j] - v[j]
+            d[j] = r
+            if r < lowest or (r == lowest and y[j] < 0):
+                lowest = r
+                kmin = j
         lo = 0
         hi = 0
         nready = 0
         final_j = -1
-        while final_j == -1:
+        while True:
             if lo == hi:
-                # move the columns of minimum distance onto the SCAN list
+                # SCAN is empty: the column of least distance joins it
                 nready = lo
-                hi = lo + 1
-                mind = d[cols[lo]]
+                j = cols[kmin]
+                cols[kmin] = cols[hi]
+                cols[hi] = j
+                hi += 1
+                if y[j] < 0:
+                    final_j = j
+                    break
+            # scan: relax the TODO columns through the row of one SCAN column
+            j = cols[lo]
+            lo += 1
+            i = y[j]
+            mind = d[j]
+            h = c[i, j] - v[j] - mind
+            if lo != hi:
+                # SCAN still holds a column, so no least distance is needed: the
+                # plain relaxation (with ties in d, as on integer costs, tracking
+                # the minimum costs about 20% more per column)
                 for k in range(hi, n):
                     j = cols[k]
-                    if d[j] <= mind:
-                        if d[j] < mind:
-                            hi = lo
-                            mind = d[j]
+                    r = c[i, j] - v[j] - h
+                    if r < d[j]:
+                        d[j] = r
+                        pred[j] = i
+                        if r == mind:
+                            if y[j] < 0:
+                                final_j = j
+                                break
+                            cols[k] = cols[hi]
+                            cols[hi] = j
+                            hi += 1
+                if final_j != -1:
+                    break
+                continue
+            lowest = _INF
+            kmin = hi
+            for k in range(hi, n):
+                j = cols[k]
+                r = c[i, j] - v[j] - h
+                dj = d[j]
+                if r < dj:
+                    d[j] = r
+                    pred[j] = i
+                    dj = r
+                    if r == mind:
+                        if y[j] < 0:
+                            final_j = j
+                            break
+                        # at the least distance: onto SCAN (lowest and kmin are
+                        # not used while SCAN holds a column)
                         cols[k] = cols[hi]
                         cols[hi] = j
                         hi += 1
-                for k in range(lo, hi):
-                    j = cols[k]
-                    if y[j] < 0:
-                        final_j = j
-            if final_j == -1:
-                # scan: relax the TODO columns through the rows of SCAN columns
-                while lo != hi and final_j == -1:
-                    j = cols[lo]
-                    lo += 1
-                    i = y[j]
-                    mind = d[j]
-                    h = c[i, j] - v[j] - mind
-                    for k in range(hi, n):
-                        j = cols[k]
-                        r = c[i, j] - v[j] - h
-                        if r < d[j]:
-                            d[j] = r
-                            pred[j] = i
-                            if r == mind:
-                                if y[j] < 0:
-                                    final_j = j
-                                    break
-                                cols[k] = cols[hi]
-                                cols[hi] = j
-                                hi += 1
-        # columns scanned before the last find are final: shift their duals
+                        continue
+                if dj <= lowest:
+                    if dj < lowest or y[j] < 0:
+                        lowest = dj
+                        kmin = k
+            if final_j != -1:
+                break
+        # columns scanned before the last one joined SCAN from TODO are final:
+        # shift their duals
         mind = d[final_j]
         for k in range(nready):
             j = cols[k]
@@ -310,61 +354,100 @@ def _classify(c):
     return kind, big
 
 
-@nb.njit(cache=True, nogil=True, parallel=True)
-def _solve_stack(costs, col4row, status, nchunks, use_jv):
-    """Solve every ``costs[b]`` (nr <= nc) into ``col4row[b]``, ``status[b]``.
+@nb.njit(cache=True, nogil=True)
+def _solve_chunk(costs, col4row, status, lo, hi, use_jv):
+    """Solve ``costs[lo:hi]`` (nr <= nc) into ``col4row``, ``status``; the workspace is
+    allocated once for the chunk.
 
     With ``use_jv``, problems without forbidden (infinite) entries run Jonker-Volgenant
     on the cost padded to square with zero rows (zero rows change no optimum: they
     cost the same whichever columns they take). The others run the SciPy port, which
     handles ``inf`` and detects infeasibility exactly as SciPy does. Problems holding
-    a NaN or ``-inf`` are not solved (status INVALID). Chunks of problems are spread
-    over the threads; each chunk allocates its workspace once.
+    a NaN or ``-inf`` are not solved (status INVALID).
     """
-    nbatch, nr, nc = costs.shape
+    nr, nc = costs.shape[1], costs.shape[2]
+    u = np.empty(nr, np.float64)
+    rows = np.empty(nr, np.int64)
+    v = np.empty(nc, np.float64)
+    spc = np.empty(nc, np.float64)
+    path = np.empty(nc, np.int64)
+    row4col = np.empty(nc, np.int64)
+    cols = np.empty(nc, np.int64)
+    remaining = np.empty(nc, np.int64)
+    x = np.empty(nc, np.int64)
+    unique = np.empty(nc, np.bool_)
+    pad = use_jv and nr < nc
+    # the padded square, allocated when a problem of the chunk first needs it
+    # (an n x 2n problem with forbidden pairs never does: at 2065 x 4095 the
+    # 134 MB of zeros cost more than its solve)
+    square = np.zeros((0, nc), np.float64)
+    for b in range(lo, hi):
+        cb = costs[b]
+        kind, big = _classify(cb)
+        if kind == _INVALID:
+            status[b] = INVALID
+        elif big:
+            status[b] = _HUGE  # solved again, scaled, by the caller
+        elif use_jv and kind == _FINITE:
+            if pad:
+                if square.shape[0] == 0:
+                    square = np.zeros((nc, nc), np.float64)
+                square[:nr, :] = cb
+                _jv_square(square, x, row4col, v, path, spc, cols, remaining, unique)
+            else:
+                _jv_square(cb, x, row4col, v, path, spc, cols, remaining, unique)
+            col4row[b, :] = x[:nr]
+            status[b] = SOLVED
+        elif _solve_one(
+            cb, u, v, spc, path, col4row[b], row4col, rows, cols, remaining
+        ):
+            status[b] = SOLVED
+        else:
+            status[b] = INFEASIBLE
+
+
+@nb.njit(cache=True, nogil=True, parallel=True)
+def _solve_stack(costs, col4row, status, nchunks, use_jv):
+    """:func:`_solve_chunk` over ``nchunks`` chunks of the stack, spread over the
+    threads."""
+    nbatch = costs.shape[0]
     for ch in nb.prange(nchunks):
         lo = ch * nbatch // nchunks
         hi = (ch + 1) * nbatch // nchunks
-        u = np.empty(nr, np.float64)
-        rows = np.empty(nr, np.int64)
-        v = np.empty(nc, np.float64)
-        spc = np.empty(nc, np.float64)
-        path = np.empty(nc, np.int64)
-        row4col = np.empty(nc, np.int64)
-        cols = np.empty(nc, np.int64)
-        remaining = np.empty(nc, np.int64)
-        x = np.empty(nc, np.int64)
-        unique = np.empty(nc, np.bool_)
-        pad = use_jv and nr < nc
-        # the padded square, allocated when a problem of the chunk first needs it
-        # (an n x 2n problem with forbidden pairs never does: at 2065 x 4095 the
-        # 134 MB of zeros cost more than its solve)
-        square = np.zeros((0, nc), np.float64)
-        for b in range(lo, hi):
-            cb = costs[b]
-            kind, big = _classify(cb)
-            if kind == _INVALID:
-                status[b] = INVALID
-            elif big:
-                status[b] = _HUGE  # solved again, scaled, by the caller
-            elif use_jv and kind == _FINITE:
-                if pad:
-                    if square.shape[0] == 0:
-                        square = np.zeros((nc, nc), np.float64)
-                    square[:nr, :] = cb
-                    _jv_square(
-                        square, x, row4col, v, path, spc, cols, remaining, unique
-                    )
-                else:
-                    _jv_square(cb, x, row4col, v, path, spc, cols, remaining, unique)
-                col4row[b, :] = x[:nr]
-                status[b] = SOLVED
-            elif _solve_one(
-                cb, u, v, spc, path, col4row[b], row4col, rows, cols, remaining
-            ):
-                status[b] = SOLVED
-            else:
-                status[b] = INFEASIBLE
+        _solve_chunk(costs, col4row, status, lo, hi, use_jv)
+
+
+def _use_jv(k: int, m: int) -> bool:
+    """Whether finite problems of ``k`` rows and ``m >= k`` columns run JV, padded to
+    an ``m x m`` square with zero rows, rather than the SciPy port.
+
+    The padding costs a ``m x m`` copy and a search per zero row, most of them still
+    free after the row reduction. Measured (one thread, padded JV / port): at most
+    10% wider it pays at every size (2000 x 2200 uniform 0.6, 1000 x 1100 0.36-0.6);
+    wider, it pays only while the zero rows are few in cells (100 x 128 uniform 0.41,
+    250 x 350 0.52) and turns against it beyond (250 x 475 ties 3.5, 500 x 950
+    uniform 2.2, 2000 x 3800 2.3 on uniform, Euclidean and 0/1 costs).
+    """
+    return 10 * m <= 11 * k or (m <= 2 * k and (m - k) * m <= 2**16)
+
+
+# Stacks of fewer entries (B * n * m) than this are solved on the calling thread.
+# Opening the parallel region wakes every worker and waits at its closing barrier,
+# even for workers with no chunk; on a loaded machine that wait lasts about a
+# scheduler slice: one 250 x 250 problem took 9.5 ms (median, 2 threads) against
+# 0.9-1.3 ms on one thread, one 2 x 2 problem 0.4-1.6 ms against 3 us.
+_SERIAL_ENTRIES = 2**13
+
+
+def _solve(work, col4row, status, use_jv):
+    """:func:`_solve_chunk` over the stack ``work``: on the calling thread for one
+    problem or a small stack, else in chunks over the threads."""
+    nbatch, n, m = work.shape
+    if nbatch == 1 or nbatch * n * m < _SERIAL_ENTRIES:
+        _solve_chunk(work, col4row, status, 0, nbatch, use_jv)
+    else:
+        nchunks = min(nbatch, 8 * nb.get_num_threads())
+        _solve_stack(work, col4row, status, nchunks, use_jv)
 
 
 def linear_sum_assignment_batched_cpu(
@@ -400,11 +483,8 @@ def linear_sum_assignment_batched_cpu(
         work = np.ascontiguousarray(work, dtype=np.float64)
     col4row = np.empty((nbatch, k), dtype=np.int64)
     status = np.empty(nbatch, dtype=np.int8)
-    nchunks = min(nbatch, 8 * nb.get_num_threads())
-    # JV's padding to square pays while the problem is at most about twice as wide
-    # as tall (measured: 1.9x faster at 100x128, even at 64x128, 6x slower at 8x64)
-    use_jv = max(n, m) <= 2 * k
-    _solve_stack(work, col4row, status, nchunks, use_jv)
+    use_jv = _use_jv(k, max(n, m))
+    _solve(work, col4row, status, use_jv)
     huge = np.flatnonzero(status == _HUGE)
     if huge.size:
         part = work[huge]
@@ -427,7 +507,7 @@ def linear_sum_assignment_batched_cpu(
             )
         sub_col4row = np.empty((huge.size, k), dtype=np.int64)
         sub_status = np.empty(huge.size, dtype=np.int8)
-        _solve_stack(sub, sub_col4row, sub_status, min(huge.size, nchunks), use_jv)
+        _solve(sub, sub_col4row, sub_status, use_jv)
         col4row[huge] = sub_col4row
         status[huge] = sub_status
     if not transpose:
@@ -436,3 +516,31 @@ def linear_sum_assignment_batched_cpu(
     # solved the transpose: col4row[b, j] is the original row of original column j
     order = np.argsort(col4row, axis=1, kind="stable")
     return np.take_along_axis(col4row, order, axis=1), order, status
+
+
+def linear_sum_assignment_cpu(cost: np.ndarray, maximize: bool) -> tuple:
+    """Solve one (n, m) problem; returns ``(row_ind, col_ind, status)`` with
+    ``status`` as in :func:`linear_sum_assignment_batched_cpu`.
+
+    The same solve as a stack of one, without the stack's bookkeeping: about 10 us
+    of the 17 us that a 5 x 5 call cost went to broadcasting the row indices, the
+    thread count and the search for rescaled problems, against 1.3 us of solve.
+    """
+    n, m = cost.shape
+    k = min(n, m)
+    transpose = n > m
+    if k == 0 or transpose or cost.dtype != np.float64 or maximize:
+        row_ind, col_ind, status = linear_sum_assignment_batched_cpu(
+            cost[None], maximize, "cost", batched=False
+        )
+        return row_ind[0], col_ind[0], int(status[0])
+    work = np.ascontiguousarray(cost)[None]
+    col4row = np.empty((1, k), dtype=np.int64)
+    status = np.empty(1, dtype=np.int8)
+    _solve_chunk(work, col4row, status, 0, 1, _use_jv(k, m))
+    if status[0] == _HUGE:  # solved again, scaled (rare)
+        row_ind, col_ind, status = linear_sum_assignment_batched_cpu(
+            cost[None], maximize, "cost", batched=False
+        )
+        return row_ind[0], col_ind[0], int(status[0])
+    return np.arange(k, dtype=np.int64), col4row[0], int(status[0])

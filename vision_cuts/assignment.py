@@ -152,17 +152,17 @@ def linear_sum_assignment(
 
     Notes
     -----
-    The CPU path runs the numba solver behind :func:`linear_sum_assignment_batched`
-    on a stack of one: Jonker-Volgenant for finite costs at most twice as wide as
-    tall, else a port of SciPy's own shortest augmenting path (Crouse 2016), which
-    handles ``inf`` and infeasibility. Measured on 2 cores against
+    The CPU path runs the numba solver behind :func:`linear_sum_assignment_batched` on a
+    stack of one, on the calling thread: Jonker-Volgenant for finite costs that are
+    square or nearly so, else a port of SciPy's own shortest augmenting path (Crouse
+    2016), which handles ``inf`` and infeasibility. Measured on 2 cores against
     :func:`scipy.optimize.linear_sum_assignment`: 2.9-4.1x faster on uniform integer
     costs (n = 1000 and 4000), level on Euclidean point matching (n = 1000);
-    ``lap.lapjv`` is faster still on uniform costs but 3-4x slower
-    on point matching (``benchmarks/bench_assignment.py``). Limits: O(n^2 m)
-    worst-case time, one thread, a float64 copy of ``cost``; integer costs are exact
-    while partial sums stay below ``2**53`` in magnitude. CuPy input on the CPU is
-    copied to the host and the result copied back.
+    ``lap.lapjv`` is faster still on uniform costs but 3-4x slower on point matching
+    (``benchmarks/bench_assignment.py``). Limits: O(n^2 m) worst-case time, one thread,
+    a float64 copy of ``cost``; integer costs are exact while partial sums stay below
+    ``2**53`` in magnitude. CuPy input on the CPU is copied to the host and the result
+    copied back.
 
     The GPU path is the solver of :func:`linear_sum_assignment_batched` on a stack
     of one (Goldberg-Kennedy cost scaling; see there for its exactness: integer
@@ -194,19 +194,16 @@ def linear_sum_assignment(
         out = _as_kind(on_gpu, row_ind[0], col_ind[0])
         return out + (stats,) if return_stats else out
     host = to_numpy(cost)
-    from ._assignment_cpu import INVALID, SOLVED, linear_sum_assignment_batched_cpu
+    from ._assignment_cpu import INVALID, SOLVED, linear_sum_assignment_cpu
 
     # NaN and wrong-sign infinities are found by the compiled solver in the scan it
     # makes anyway; only then is the matrix searched for the entry to name
-    rows, cols, status = linear_sum_assignment_batched_cpu(
-        host[None], maximize, "cost", batched=False
-    )
-    if status[0] == INVALID:
+    row_ind, col_ind, status = linear_sum_assignment_cpu(host, maximize)
+    if status == INVALID:
         _check_values(host, "cost", maximize)
         raise AssertionError("the solver flagged a matrix that _check_values accepts")
-    if status[0] != SOLVED:
+    if status != SOLVED:
         raise ValueError("cost matrix is infeasible")
-    row_ind, col_ind = rows[0], cols[0]
     out = _same_kind(on_gpu, row_ind, col_ind)
     return out + (_CPU_STATS.copy(),) if return_stats else out
 
@@ -280,8 +277,9 @@ def linear_sum_assignment_batched(
     problems spread over the cores (``numba.prange``), with no Python work per
     problem. Each problem runs Jonker-Volgenant (column reduction, reduction
     transfer, augmenting row reduction, shortest augmenting paths; the algorithm of
-    ``lap.lapjv``), padded to square with zero rows when it is at most twice as wide
-    as tall; very wide problems and problems with forbidden pairs run a port of
+    ``lap.lapjv``), padded to square with zero rows when it is at most 10% wider
+    than tall or the padding is small (at most 2**16 cells); wider problems and
+    problems with forbidden pairs run a port of
     SciPy's own solver (Crouse 2016), which handles ``inf`` and infeasibility. Both
     are exact; costs are float64, so integer costs are exact while partial sums stay
     below ``2**53`` in magnitude. On ties the chosen assignment may differ from
