@@ -90,7 +90,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._backend import BACKENDS, is_cupy_array, resolve_backend, to_numpy
-from ._validate import INT32_MAX, check_flag, check_int, check_number, regular_array
+from ._validate import (
+    INT32_MAX,
+    _xp,
+    check_flag,
+    check_int,
+    check_number,
+    regular_array,
+)
 from .assignment import linear_sum_assignment_batched
 
 __all__ = ["DETECTORS", "FlowResult", "optical_flow", "optical_flow_frames"]
@@ -444,15 +451,26 @@ class _Stack(NamedTuple):
 def _slots(group, index, size: int, G: int) -> tuple:
     """Number the distinct ``index`` values of every group in ascending order:
     ``(slot of each entry, slots of each group, (G, most slots) index of each slot,
-    -1 where a group has fewer)``."""
-    taken = np.zeros((G, size), bool)
-    taken[group, index] = True
-    slot = np.cumsum(taken, axis=1) - 1
-    count = taken.sum(axis=1)
-    ids = np.full((G, int(count.max())), -1, np.int64)
-    tg, tj = np.nonzero(taken)
-    ids[tg, slot[tg, tj]] = tj
-    return slot[group, index], count, ids
+    -1 where a group has fewer)``.
+
+    The slots come from the sorted distinct pairs ``group * size + index``
+    (O(P log P) time and O(P) memory in the P entries), not from a dense ``(G,
+    size)`` table: with a small ``tile_size`` G is about the feature count, and the
+    table with its running sum made 12,000 features cost 2.3 GiB and 5.2 s (0.7 s
+    with the default groups). Only operations that CuPy also has, on the inputs'
+    array module.
+    """
+    xp = _xp(group)
+    key = group.astype(xp.int64) * size + index
+    pairs, inverse = xp.unique(key, return_inverse=True)
+    pg = pairs // size
+    count = xp.bincount(pg, minlength=G)
+    first = xp.cumsum(count) - count  # first pair of each group
+    slot = xp.arange(pairs.size, dtype=xp.int64) - first[pg]
+    most = int(count.max()) if G else 0
+    ids = xp.full((G, most), -1, xp.int64)
+    ids[pg, slot] = pairs - pg * size
+    return slot[inverse.reshape(-1)], count, ids
 
 
 class _Groups(NamedTuple):
