@@ -90,7 +90,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._backend import BACKENDS, is_cupy_array, resolve_backend, to_numpy
-from ._validate import INT32_MAX, check_flag, check_int, check_number, regular_array
+from ._validate import (
+    INT32_MAX,
+    _xp,
+    check_flag,
+    check_int,
+    check_number,
+    regular_array,
+)
 from .assignment import linear_sum_assignment_batched
 
 __all__ = ["DETECTORS", "FlowResult", "optical_flow", "optical_flow_frames"]
@@ -444,15 +451,37 @@ class _Stack(NamedTuple):
 def _slots(group, index, size: int, G: int) -> tuple:
     """Number the distinct ``index`` values of every group in ascending order:
     ``(slot of each entry, slots of each group, (G, most slots) index of each slot,
-    -1 where a group has fewer)``."""
-    taken = np.zeros((G, size), bool)
-    taken[group, index] = True
-    slot = np.cumsum(taken, axis=1) - 1
-    count = taken.sum(axis=1)
-    ids = np.full((G, int(count.max())), -1, np.int64)
-    tg, tj = np.nonzero(taken)
-    ids[tg, slot[tg, tj]] = tj
-    return slot[group, index], count, ids
+    -1 where a group has fewer)``.
+
+    A dense ``(G, size)`` table with a running sum along its rows costs O(G *
+    size), which with a small ``tile_size`` (G about the feature count) grows with
+    the square of the features: 12,000 features at ``tile_size=1`` took 2.3 GiB and
+    4.2 s here. So the table serves only while it is at most ``8 *`` the P entries
+    (the default groups: 3.3 ms against 6.5 ms sorted at 16 groups, 3,000 columns
+    and 60,000 entries); past that the slots come from the sorted distinct pairs
+    ``group * size + index``, O(P log P) time and O(P) memory (3,000 groups of
+    3,000 columns, 20,000 entries: 1.9 ms against 117 ms). Both only use
+    operations that CuPy also has, on the inputs' array module.
+    """
+    xp = _xp(group)
+    if G * size <= 8 * group.size:
+        taken = xp.zeros((G, size), bool)
+        taken[group, index] = True
+        slot = xp.cumsum(taken, axis=1) - 1
+        count = taken.sum(axis=1)
+        ids = xp.full((G, int(count.max())), -1, xp.int64)
+        tg, tj = xp.nonzero(taken)
+        ids[tg, slot[tg, tj]] = tj
+        return slot[group, index], count, ids
+    key = group.astype(xp.int64) * size + index
+    pairs, inverse = xp.unique(key, return_inverse=True)
+    pg = pairs // size
+    count = xp.bincount(pg, minlength=G)
+    first = xp.cumsum(count) - count  # first pair of each group
+    slot = xp.arange(pairs.size, dtype=xp.int64) - first[pg]
+    ids = xp.full((G, int(count.max())), -1, xp.int64)
+    ids[pg, slot] = pairs - pg * size
+    return slot[inverse.reshape(-1)], count, ids
 
 
 class _Groups(NamedTuple):
