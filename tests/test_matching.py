@@ -219,6 +219,108 @@ def test_cpu_agrees_with_scipy_on_bigger_random(rng):
     assert check_matching_fast(graph, run(graph, "row", "cpu")) == want
 
 
+def _cpu_with_stats(graph):
+    """The CPU solver on a CSR graph: ``(rmatch as a "row" perm, stats)``."""
+    from vision_cuts._matching_cpu import maximum_bipartite_matching_cpu
+
+    graph = sp.csr_array(graph)
+    stats = {}
+    _, rmatch = maximum_bipartite_matching_cpu(
+        graph.indptr, graph.indices, *graph.shape, stats=stats
+    )
+    return rmatch, stats
+
+
+def _dense_families(rng):
+    """Complete, near-complete and lopsided graphs, with and without an isolated
+    row or column (which leaves the smaller side short of a perfect matching)."""
+    ones = lambda shape: sp.csr_array(np.ones(shape, np.int8))  # noqa: E731
+    near = lambda shape, p: sp.csr_array(  # noqa: E731
+        (rng.random(shape) < p).astype(np.int8)
+    )
+    graphs = {
+        "complete 300x300": ones((300, 300)),
+        "complete 20x3000": ones((20, 3000)),
+        "complete 3000x20": ones((3000, 20)),
+        "dense 0.98 300x300": near((300, 300), 0.98),
+        "dense 0.5 200x200": near((200, 200), 0.5),
+        "dense 0.1 400x400": near((400, 400), 0.1),
+        "lopsided 20000x50 degree 3": random_graph(rng, 20000, 50, 3 / 50),
+        "lopsided 50x20000 degree 400": random_graph(rng, 50, 20000, 400 / 20000),
+    }
+    cut = ones((300, 300)).tolil()
+    cut[:, 7] = 0  # an isolated column: no perfect matching
+    graphs["complete 300x300 less a column"] = sp.csr_array(cut)
+    cut = ones((3000, 20)).tolil()
+    cut[:, 3] = 0
+    graphs["complete 3000x20 less a column"] = sp.csr_array(cut)
+    # a column reachable from one row only, which every row also reaches
+    tail = ones((400, 40)).tolil()
+    tail[1:, 39] = 0
+    graphs["one-row column 400x40"] = sp.csr_array(tail)
+    return graphs
+
+
+def test_dense_and_lopsided_graphs_match_scipy(rng):
+    """Cardinality equals SciPy's on dense, complete and lopsided graphs; the work
+    stays within a few passes over the edges, and a complete graph needs one
+    adjacency entry per vertex of its smaller side."""
+    for name, graph in _dense_families(rng).items():
+        perm, stats = _cpu_with_stats(graph)
+        want = int((scipy_mbm(graph, "row") >= 0).sum())
+        assert check_matching_fast(graph, perm) == want, name
+        assert (run(graph, "row", "cpu") >= 0).sum() == want, name
+        work = stats["start_scans"] + stats["phase_scans"]
+        assert work <= 4 * graph.nnz + sum(graph.shape), (name, stats)
+        assert stats["phases"] <= 3, (name, stats)
+        if name.startswith("complete") and "less" not in name:
+            assert stats["start"] == "greedy", (name, stats)
+            assert work == min(graph.shape), (name, stats)
+            assert stats["phases"] == 0, (name, stats)
+
+
+@pytest.mark.parametrize("degree", [0, 10**9])
+def test_both_starts_match_scipy(rng, monkeypatch, degree):
+    """The greedy start (threshold 0) and Karp-Sipser (threshold out of reach) both
+    give SciPy's cardinality, on sparse random, rectangular and dense graphs."""
+    from vision_cuts import _matching_cpu
+
+    monkeypatch.setattr(_matching_cpu, "_GREEDY_DEGREE", degree)
+    want_start = "greedy" if degree == 0 else "karp_sipser"
+    for trial in range(150):
+        n_rows = int(rng.integers(1, 80))
+        n_cols = int(rng.integers(1, 80))
+        density = float(rng.choice([0.02, 0.05, 0.1, 0.3, 0.9]))
+        graph = random_graph(rng, n_rows, n_cols, density)
+        if graph.nnz == 0:
+            continue
+        perm, stats = _cpu_with_stats(graph)
+        want = int((scipy_mbm(sp.csr_array(graph), "row") >= 0).sum())
+        assert check_matching(graph, perm) == want, trial
+        assert stats["start"] == want_start
+        # a phase reads each edge at most twice (lookahead, descent); the last
+        # phase augments nothing or reaches the bound
+        assert stats["phase_scans"] <= 2 * graph.nnz * stats["phases"], stats
+        assert stats["phases"] <= want + 1, stats
+    for name, graph in _dense_families(rng).items():
+        perm, stats = _cpu_with_stats(graph)
+        want = int((scipy_mbm(graph, "row") >= 0).sum())
+        assert check_matching_fast(graph, perm) == want, name
+        # Karp-Sipser: the transpose (two passes), then each match reads both
+        # partners' lists, and a degree > 1 step its left vertex's list once more
+        assert stats["start_scans"] <= 6 * graph.nnz + sum(graph.shape), stats
+
+
+def test_unbalanced_graph_stops_at_the_smaller_side(rng):
+    """Once every column is matched neither start nor phases go on: the 49,900
+    free rows left are never searched from."""
+    graph = random_graph(rng, 50000, 100, 5 / 100)
+    perm, stats = _cpu_with_stats(graph)
+    assert check_matching_fast(graph, perm) == 100
+    assert stats["phases"] == 0 and stats["phase_scans"] == 0, stats
+    assert stats["start_scans"] < 5000, stats
+
+
 # ---------------------------------------------------------------------- GPU
 
 

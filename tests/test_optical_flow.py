@@ -425,10 +425,12 @@ def _dense_slots(group, index, size, G):
     return slot[group, index], count, ids
 
 
-@pytest.mark.parametrize("G, size, pairs", [(1, 7, 30), (5, 40, 60), (300, 50, 900)])
+@pytest.mark.parametrize(
+    "G, size, pairs", [(1, 7, 30), (5, 40, 60), (300, 50, 900), (2000, 30, 500)]
+)
 def test_slots_against_a_dense_table(rng, G, size, pairs):
     """Repeated pairs, groups without pairs and full groups all numbered as by the
-    dense table."""
+    dense table, on both ways of numbering (the last two sizes are sorted)."""
     group = rng.integers(0, G, pairs)
     index = rng.integers(0, size, pairs)
     want = _dense_slots(group, index, size, G)
@@ -438,15 +440,17 @@ def test_slots_against_a_dense_table(rng, G, size, pairs):
         assert g.dtype == np.int64
 
 
+@pytest.mark.parametrize("radius", [20.0, 4.0])
 @pytest.mark.parametrize("tile", [1, 3, 40])
-def test_small_tiles_build_the_dense_table_stack(pair, tile):
+def test_small_tiles_build_the_dense_table_stack(pair, tile, radius):
     """The stacks of small tiles (a group per feature or so) equal those built on
-    the dense slot table, and the flow finds the motion."""
+    the dense slot table (radius 4 with tiles 1 and 3 numbers the slots by
+    sorting), and the flow finds the motion."""
     f0, f1 = pair
     a = flow_mod._detect(cv2.cvtColor(f0, cv2.COLOR_RGB2GRAY), "orb", 300, snap=True)
     b = flow_mod._detect(cv2.cvtColor(f1, cv2.COLOR_RGB2GRAY), "orb", 300, snap=False)
     zero = np.zeros_like(a.points)
-    rows, cols, cost = flow_mod._candidates(a, b, zero, 20.0, 0.2)
+    rows, cols, cost = flow_mod._candidates(a, b, zero, radius, 0.2)
     groups = flow_mod._groups(flow_mod._feature_groups(a.points, tile))
     G = len(groups.nrows)
     got = flow_mod._build_stack(rows, cols, cost, groups, len(b.points), 0.3)
