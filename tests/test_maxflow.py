@@ -420,6 +420,52 @@ def test_grabcut_image_vs_pymaxflow(data_dir):
     _check_potts_problem(unary, weights)
 
 
+def _leaky_maze(side: int, transposed: bool):
+    """A corridor of arcs 1000 winding over a side x side grid (every other row,
+    joined at alternating ends), every other arc (the walls) 1, source 10**6 at
+    the corridor's start and sink 10**6 at its end."""
+    shape = (side, side)
+    src = np.zeros(shape, np.int32)
+    snk = np.zeros(shape, np.int32)
+    e = np.ones((4, *shape), np.int32)  # planes +x, -x, +y, -y
+    path = []
+    for y in range(0, side, 2):
+        xs = range(side) if (y // 2) % 2 == 0 else range(side - 1, -1, -1)
+        path += [(y, x) for x in xs]
+        if y + 2 < side:
+            path.append((y + 1, side - 1 if (y // 2) % 2 == 0 else 0))
+    plane = {(0, 1): 0, (0, -1): 1, (1, 0): 2, (-1, 0): 3}
+    for a, b in zip(path[:-1], path[1:], strict=True):
+        k = plane[(b[0] - a[0], b[1] - a[1])]
+        e[(k, *a)] = 1000
+        e[(k ^ 1, *b)] = 1000
+    src[path[0]] = snk[path[-1]] = 10**6
+    if transposed:
+        src, snk = src.T.copy(), snk.T.copy()
+        e = np.ascontiguousarray(np.stack([e[2].T, e[3].T, e[0].T, e[1].T]))
+    return src, snk, e
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_leaky_maze_origin_walks_bounded(transposed):
+    """Long orphaned chains: each orphan of the corridor had a neighbour across the
+    wall below it in its own tree, whose origin walk went round the bend back up
+    to it, once per orphan (quadratic in the chain: 3.8 M nodes read at 128 x 128
+    by one thread, 948 M at 512 x 512). The walks that end at an orphan now leave
+    dead marks for the ones after them."""
+    import vision_cuts._maxflow_cpu as cpu
+
+    side = 128
+    src, snk, e = _leaky_maze(side, transposed)
+    g = grid_graph(src, snk, e)
+    flow, labels, stats = cpu.maxflow_grid_cpu(g.source, g.sink, g.edges, threads=1)
+    want, _ = pymaxflow_mincut(src, snk, e)
+    assert flow == want
+    assert cut_capacity(src, snk, e, labels) == flow
+    assert stats["strips"] == 1
+    assert 0 < stats["origin_steps"] <= 40 * side * side
+
+
 # ------------------------------------------------------------- result contract
 
 

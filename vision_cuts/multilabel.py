@@ -659,7 +659,7 @@ def _swap_part(
     # the range's max-flow on its own
     flow = _greedy(st, None, K, lo, hi)
     n = _init_trees(st, None, K, lo, hi, queue)
-    f, _, now = _bk(st, None, K, queue, n, orph, np.int32(0), lo, hi)
+    f, _, now, _ = _bk(st, None, K, queue, n, orph, np.int32(0), lo, hi)
     out[5] = flow + f
     out[6] = now
 
@@ -732,7 +732,7 @@ def _swap_move(
                         st[fl] |= 4
                         queue[n] = p
                         n += 1
-        f, _, _ = _bk(st, None, K, queue[:m], n, orph[:m], np.int32(now + 1), 0, m)
+        f, _, _, _ = _bk(st, None, K, queue[:m], n, orph[:m], np.int32(now + 1), 0, m)
         flow += f
     e = energy - ecur + const + flow
     if e >= energy:
