@@ -377,6 +377,108 @@ def test_generator_instances(make, backend):
         assert maximum_flow(g, s, t, method="fifo", backend="cpu").value == res.value
 
 
+def decreasing_chain(n, step, reverse_ids):
+    """Path s -> ... -> t whose capacity drops every ``step`` arcs: after phase 1 the
+    excess sits on every ``step``-th node."""
+    k = np.arange(n - 1)
+    t, h, s, sink = k, k + 1, 0, n - 1
+    if reverse_ids:
+        t, h, s, sink = n - 1 - t, n - 1 - h, n - 1, 0
+    return flow_graph(t, h, 10 * (n - step * (k // step)), num_nodes=n), s, sink
+
+
+def funnel_graph(width, depth, seed):
+    """Levels of ``width`` nodes, each node linked to 2 random nodes of the next
+    level, capacities shrinking with depth: every level keeps excess after phase 1."""
+    rng = np.random.default_rng(seed)
+    n = width * depth + 2
+    idx = 1 + np.arange(width * depth).reshape(depth, width)
+    t, h, c = [np.zeros(width, np.int64)], [idx[0]], [np.full(width, 100 * depth)]
+    for k in range(depth - 1):
+        for _ in range(2):
+            t.append(idx[k])
+            h.append(idx[k + 1][rng.permutation(width)])
+            c.append(40 * (depth - k) + rng.integers(0, 10, width))
+    t.append(idx[-1])
+    h.append(np.full(width, n - 1))
+    c.append(np.full(width, 10))
+    g = flow_graph(np.concatenate(t), np.concatenate(h), np.concatenate(c), num_nodes=n)
+    return g, 0, n - 1
+
+
+@pytest.mark.parametrize("method", ["highest", "fifo"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: decreasing_chain(3000, 1, False),
+        lambda: decreasing_chain(3000, 1, True),
+        lambda: decreasing_chain(3000, 2, False),
+        lambda: decreasing_chain(3000, 2, True),
+        lambda: funnel_graph(10, 300, seed=1),
+    ],
+    ids=["chain", "chain_reversed_ids", "chain_alt", "chain_alt_reversed_ids",
+         "funnel10x300"],
+)
+def test_returning_trapped_excess_is_linear(make, method):
+    # these left ~n**2/2 small excesses moving one step per pass under the old FIFO
+    # return (4.5e6 phase-2 pushes on the 3000-node chain); the return along a
+    # topological order of the flow makes at most one push per arc and node
+    g, s, t = make()
+    res = maximum_flow(g, s, t, method=method, backend="cpu")
+    assert res.value == scipy_value(g, s, t)
+    check_result(g, s, t, res)
+    st = res.stats
+    assert st["phase2_pushes"] > 0
+    assert st["phase2_cycles"] == 0 and not st["phase2_by_labels"]
+    assert st["phase2_pushes"] <= g.num_nodes + g.num_arcs
+    assert st["phase2_scans"] <= 3 * (g.num_nodes + g.num_arcs)
+
+
+@pytest.mark.parametrize("budget", [1.0, 0.0], ids=["depth_first", "by_labels"])
+def test_flow_cycles_in_phase2(rng, monkeypatch, budget):
+    # phase 1 leaves flow cycles on some small random graphs: the depth-first return
+    # cancels each (a walk around it); with no cycle budget the first cycle hands
+    # phase 2 to the highest-label return, which must also give a valid flow
+    from vision_cuts import _flow_graph_cpu
+
+    monkeypatch.setattr(_flow_graph_cpu, "_CYCLE_BUDGET", budget)
+    cycles = 0
+    by_labels = 0
+    for _ in range(200):
+        g, *_ = random_graph(rng, n_max=60, m_max=400, c_max=1000)
+        s, t = (int(x) for x in rng.choice(g.num_nodes, 2, replace=False))
+        for method in ("highest", "fifo"):
+            res = maximum_flow(g, s, t, method=method, backend="cpu")
+            assert res.value == scipy_value(g, s, t)
+            check_result(g, s, t, res)
+            st = res.stats
+            cycles += st["phase2_cycles"]
+            by_labels += st["phase2_by_labels"]
+            linear = g.num_nodes + g.num_arcs
+            if st["phase2_by_labels"]:
+                # cancelled before the switch: at most budget * linear + one cycle
+                assert st["phase2_cycles"] >= 1
+                assert st["phase2_pushes"] + st["phase2_relabels"] <= 4 * linear
+            else:
+                assert st["phase2_relabels"] == 0
+                assert st["phase2_pushes"] <= 3 * linear
+                assert st["phase2_scans"] <= 5 * linear
+    assert cycles > 0
+    assert (by_labels > 0) == (budget == 0.0)
+
+
+def test_cycle_dense_flow_returned_by_labels():
+    # genrmf's frames leave many flow cycles (362 here): past the cycle budget the
+    # highest-label return takes over and moves only the excess
+    g, s, t = genrmf_graph(24, 2, seed=1)
+    res = maximum_flow(g, s, t, method="fifo", backend="cpu")
+    assert res.value == scipy_value(g, s, t)
+    check_result(g, s, t, res)
+    st = res.stats
+    assert st["phase2_by_labels"]
+    assert st["phase2_pushes"] + st["phase2_relabels"] <= 2 * (g.num_nodes + g.num_arcs)
+
+
 @pytest.mark.gpu
 def test_gpu_kernel_variants_agree(rng):
     from vision_cuts._flow_graph_gpu import maximum_flow_gpu
