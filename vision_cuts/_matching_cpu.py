@@ -288,7 +288,7 @@ def _pothen_fan(
                 descended = False
                 if forward:
                     e = edge[top]
-                    scans -= e
+                    e_from = e
                     e1 = ptr[u + 1]
                     while e < e1:
                         r = idx[e]
@@ -302,10 +302,10 @@ def _pothen_fan(
                             edge[top] = ptr[w]
                             descended = True
                             break
-                    scans += e  # entries read: e minus where the loop began
+                    scans += e - e_from  # entries read
                 else:
                     e = edge[top]
-                    scans += e
+                    e_from = e
                     e0 = ptr[u]
                     while e >= e0:
                         r = idx[e]
@@ -319,7 +319,7 @@ def _pothen_fan(
                             edge[top] = ptr[w + 1] - 1
                             descended = True
                             break
-                    scans -= e
+                    scans += e_from - e
                 if not descended:
                     top -= 1
         if augmented == 0 or matched == limit:
