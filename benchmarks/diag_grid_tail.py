@@ -60,6 +60,7 @@ def main(argv=None) -> None:
                     k: cut.stats.get(k)
                     for k in ("sweeps", "global_relabels", "active", "warm_start")
                 },
+                "handover": cut.stats.get("handover") is not None,
             }
         )
         return cut, res
@@ -107,6 +108,8 @@ def main(argv=None) -> None:
                     "cold_sweeps": cc.stats["sweeps"],
                     "cold_relabels": cc.stats["global_relabels"],
                     "cold_active": cc.stats["active"],
+                    "handover": c["handover"],
+                    "cold_handover": cc.stats["handover"] is not None,
                     **c["stats"],
                 }
                 rows.append(row)
@@ -119,6 +122,11 @@ def main(argv=None) -> None:
                     f"{row['active'][-6:]}",
                     flush=True,
                 )
+    print(
+        "solves handed to the CPU solver: "
+        f"{sum(r['handover'] for r in rows)} warm, "
+        f"{sum(r['cold_handover'] for r in rows)} cold of {len(rows)} cuts"
+    )
     for key in ("warm_ms", "cold_ms", "cpu_ms"):
         v = [r[key] for r in rows]
         print(

@@ -10,6 +10,7 @@ __all__ = [
     "assignment_costs",
     "chain_bipartite_graph",
     "contrast_weights",
+    "corridor_graph",
     "grid_bipartite_graph",
     "ladder_bipartite_graph",
     "panning_clip",
@@ -136,6 +137,65 @@ def volume_problem(
     unary[..., 1] = np.rint(50 * (vol - 1) ** 2)
     weights = contrast_weights(vol * 255, lam=lam, connectivity=connectivity)
     return unary, weights
+
+
+def corridor_graph(
+    shape: tuple, *, wall: int = 0, terminals: str = "ends"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A grid graph whose flow runs along one winding corridor: int32 (source, sink,
+    edges), 4 planes in 2-D, 6 in 3-D.
+
+    The corridor takes every other row of a slice (the rows joined at alternating
+    ends) and, in 3-D, the slices in turn (joined at alternating ends of their
+    corridors), so it holds about half the nodes in one path. Its arcs have capacity
+    1000 both ways, every other arc ``wall``. ``terminals="ends"``: source 10**6 at
+    the corridor's first node and sink 10**6 at its last (one augmenting path as
+    long as the corridor); ``"halves"``: capacity 1 from the source on the
+    corridor's first half and to the sink on its second (many long paths). The
+    hard case of push-relabel, whose global relabels are as deep as the corridor.
+    """
+    if len(shape) not in (2, 3) or min(shape) < 1:
+        raise ValueError(f"shape must be 2 or 3 positive sizes, got {shape!r}")
+    if terminals not in ("ends", "halves"):
+        raise ValueError(f"terminals must be 'ends' or 'halves', got {terminals!r}")
+    nd = len(shape)
+    h, w = shape[-2:]
+    rows = []
+    for y in range(0, h, 2):
+        xs = range(w) if (y // 2) % 2 == 0 else range(w - 1, -1, -1)
+        rows += [(y, x) for x in xs]
+        if y + 2 < h:
+            rows.append((y + 1, w - 1 if (y // 2) % 2 == 0 else 0))
+    if nd == 2:
+        path = rows
+    else:
+        path = []
+        for z in range(shape[0]):
+            path += [(z, *p) for p in (rows if z % 2 == 0 else rows[::-1])]
+    src = np.zeros(shape, np.int32)
+    snk = np.zeros(shape, np.int32)
+    e = np.full((2 * nd, *shape), wall, np.int32)
+    for d in range(nd):  # no arc leaves the grid
+        ax = nd - 1 - d
+        last = [slice(None)] * nd
+        last[ax] = -1
+        e[(2 * d, *last)] = 0
+        last[ax] = 0
+        e[(2 * d + 1, *last)] = 0
+    p = np.array(path)
+    step = p[1:] - p[:-1]  # one axis changes by +-1
+    ax = np.argmax(step != 0, axis=1)
+    sign = step[np.arange(len(step)), ax]
+    plane = 2 * (nd - 1 - ax) + (sign < 0)
+    e[(plane, *p[:-1].T)] = 1000
+    e[(plane ^ 1, *p[1:].T)] = 1000
+    if terminals == "ends":
+        src[tuple(p[0])] = snk[tuple(p[-1])] = 10**6
+    else:
+        half = len(p) // 2
+        src[tuple(p[:half].T)] = 1
+        snk[tuple(p[half:].T)] = 1
+    return src, snk, e
 
 
 def random_grid_graph(

@@ -142,6 +142,35 @@ def scipy_maxflow(source, sink, edges) -> int:
     return int(maximum_flow(graph, s_node, t_node).flow_value)
 
 
+def scipy_sink_side(source, sink, edges) -> tuple[int, np.ndarray]:
+    """(flow, smallest sink side) by SciPy: the maximum flow of
+    :func:`scipy.sparse.csgraph.maximum_flow` on the explicit graph, then the nodes
+    that reach the sink in its residual graph (1), by a breadth-first search on the
+    reversed residual arcs. The set is the same for every maximum flow."""
+    from scipy.sparse.csgraph import breadth_first_order
+
+    source = np.asarray(source, dtype=np.int64).reshape(-1)
+    sink = np.asarray(sink, dtype=np.int64).reshape(-1)
+    n = source.size
+    s_node, t_node = n, n + 1
+    tail, head, cap = grid_arcs(edges)
+    nodes = np.arange(n)
+    rows = np.concatenate([np.full(n, s_node), nodes, tail])
+    cols = np.concatenate([nodes, np.full(n, t_node), head])
+    data = np.concatenate([source, sink, cap]).astype(np.int64)
+    graph = scipy.sparse.csr_matrix((data, (rows, cols)), shape=(n + 2, n + 2))
+    graph.sum_duplicates()
+    result = maximum_flow(graph.astype(np.int32), s_node, t_node)
+    # residual = capacity - flow on every (u, v); reverse arcs have capacity 0
+    residual = (graph - result.flow).tocsr()
+    residual.data[residual.data < 0] = 0
+    residual.eliminate_zeros()
+    reach = breadth_first_order(residual.T.tocsr(), t_node, return_predecessors=False)
+    side = np.zeros(n + 2, dtype=np.uint8)
+    side[reach] = 1
+    return int(result.flow_value), side[:n].reshape(np.shape(edges)[1:])
+
+
 # -------------------------------------------------------------------- PyMaxflow
 
 

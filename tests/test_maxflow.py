@@ -22,6 +22,7 @@ from _helpers import (
     pymaxflow_potts_energy,
     random_graph,
     scipy_maxflow,
+    scipy_sink_side,
 )
 
 from vision_cuts import (
@@ -421,25 +422,8 @@ def test_grabcut_image_vs_pymaxflow(data_dir):
 
 
 def _leaky_maze(side: int, transposed: bool):
-    """A corridor of arcs 1000 winding over a side x side grid (every other row,
-    joined at alternating ends), every other arc (the walls) 1, source 10**6 at
-    the corridor's start and sink 10**6 at its end."""
-    shape = (side, side)
-    src = np.zeros(shape, np.int32)
-    snk = np.zeros(shape, np.int32)
-    e = np.ones((4, *shape), np.int32)  # planes +x, -x, +y, -y
-    path = []
-    for y in range(0, side, 2):
-        xs = range(side) if (y // 2) % 2 == 0 else range(side - 1, -1, -1)
-        path += [(y, x) for x in xs]
-        if y + 2 < side:
-            path.append((y + 1, side - 1 if (y // 2) % 2 == 0 else 0))
-    plane = {(0, 1): 0, (0, -1): 1, (1, 0): 2, (-1, 0): 3}
-    for a, b in zip(path[:-1], path[1:], strict=True):
-        k = plane[(b[0] - a[0], b[1] - a[1])]
-        e[(k, *a)] = 1000
-        e[(k ^ 1, *b)] = 1000
-    src[path[0]] = snk[path[-1]] = 10**6
+    """``synthetic.corridor_graph`` with walls 1, or its transpose."""
+    src, snk, e = synthetic.corridor_graph((side, side), wall=1)
     if transposed:
         src, snk = src.T.copy(), snk.T.copy()
         e = np.ascontiguousarray(np.stack([e[2].T, e[3].T, e[0].T, e[1].T]))
@@ -705,6 +689,62 @@ def test_strip_merging_is_exact(rng, monkeypatch, threads):
         # the source side of every maximum flow's residual graph is the same set
         np.testing.assert_array_equal(labels1, labels)
     assert max(strips_seen) > 1
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_smallest_sink_side_and_residual_arcs(rng, monkeypatch, threads):
+    """``side="sink"`` labels the nodes that reach the sink in the final residual
+    graph (SciPy's flow and a search on its residual graph), ``residual`` returns
+    final residual arcs: the arc pairs keep their sums, and the graph they leave
+    (terminal capacities moved as a warm start moves them) holds the whole flow,
+    with no augmenting path left. Strips merged or not, 4- to 26-connected, ties."""
+    import vision_cuts._maxflow_cpu as cpu
+    from vision_cuts.grid import connectivity_planes, neighbour_offsets
+    from vision_cuts.maxflow import _warm_graph
+
+    monkeypatch.setattr(cpu, "_MIN_NODES_PER_STRIP", 4)
+    differ = 0
+    for i in range(24):
+        nd = 2 if i % 2 else 3
+        conn = [[4, 8], [6, 18, 26]][nd - 2][i % (2 if nd == 2 else 3)]
+        k = connectivity_planes(conn, nd)
+        shape = tuple(int(v) for v in rng.integers(4, 20 if nd == 2 else 8, size=nd))
+        high = int(rng.choice([3, 40]))
+        s = (rng.integers(0, high, shape) * (rng.random(shape) < 0.5)).astype(np.int32)
+        t = (rng.integers(0, high, shape) * (rng.random(shape) < 0.5)).astype(np.int32)
+        e = rng.integers(0, high, (k, *shape)) * (rng.random((k, *shape)) < 0.7)
+        g = grid_graph(s, t, e.astype(np.int32))
+        flow, sink_side, st = cpu.maxflow_grid_cpu(
+            g.source, g.sink, g.edges, threads=threads, side="sink", residual=True
+        )
+        want, want_side = scipy_sink_side(g.source, g.sink, g.edges)
+        assert flow == want
+        np.testing.assert_array_equal(sink_side, want_side)
+        assert cut_capacity(g.source, g.sink, g.edges, sink_side) == flow
+        _, source_side, _ = cpu.maxflow_grid_cpu(
+            g.source, g.sink, g.edges, threads=threads
+        )
+        assert not (sink_side.astype(bool) & ~source_side.astype(bool)).any()
+        differ += int((sink_side != source_side).any())
+        res = st["residual"]
+        assert res.shape == g.edges.shape and res.dtype == np.int32
+        assert (res >= 0).all()
+        for d, step in enumerate(neighbour_offsets(nd, k)):
+            if d % 2:
+                continue
+            pairs = list(zip(step, shape, strict=True))
+            fwd = [slice(max(0, -v), n - max(0, v)) for v, n in pairs]
+            bwd = [slice(max(0, v), n - max(0, -v)) for v, n in pairs]
+            np.testing.assert_array_equal(
+                res[d][tuple(fwd)] + res[d + 1][tuple(bwd)],
+                g.edges[d][tuple(fwd)] + g.edges[d + 1][tuple(bwd)],
+            )
+        s2, t2, offset = _warm_graph(g.source, g.sink, g.edges, res)
+        assert offset == flow
+        assert scipy_maxflow(s2, t2, res) == 0
+    assert differ > 0
+    with pytest.raises(ValueError, match="side must be"):
+        cpu.maxflow_grid_cpu(g.source, g.sink, g.edges, side="both")
 
 
 def test_strip_merging_segmentation_energy():

@@ -8,6 +8,8 @@ compared, since minimum cuts are not unique. Repeated solves catch races.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -803,3 +805,109 @@ def test_smallest_source_side_is_the_cpu_cut(rng, shape, connectivity):
     assert differ > 0
     with pytest.raises(ValueError, match="side must be"):
         maxflow_grid_gpu(*args, side="both")
+
+
+@pytest.mark.parametrize(
+    "shape, connectivity",
+    [((37, 53), 4), ((64, 70), 8), ((1, 300), 4), ((9, 10, 11), 6), ((10, 9, 8), 18)]
+    + [((12, 9, 10), 26)],
+)
+def test_handover_to_the_cpu_is_exact(rng, shape, connectivity):
+    """``cpu_after=0``: the rest of the solve after the first global relabel goes to
+    the CPU solver. The same flow as the CPU's, the same smallest sink and source
+    sides as a solve to the end on the GPU (each side is one set for every maximum
+    flow), and final residual arcs that keep the arc pairs' sums and leave no
+    augmenting path (what a warm start needs); NumPy in, device checks on, and
+    CuPy in."""
+    cp = _cupy()
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+    from vision_cuts.grid import connectivity_planes
+    from vision_cuts.maxflow import _warm_graph
+
+    k = connectivity_planes(connectivity, len(shape))
+    handed = 0
+    for trial in range(4):
+        high = [3, 50][trial % 2]
+        s = (rng.integers(0, high, shape) * (rng.random(shape) < 0.6)).astype(np.int32)
+        t = (rng.integers(0, high, shape) * (rng.random(shape) < 0.6)).astype(np.int32)
+        e = rng.integers(0, high, (k, *shape)) * (rng.random((k, *shape)) < 0.7)
+        g = grid_graph(s, t, e.astype(np.int32))
+        f_cpu, _, _ = maxflow_grid_cpu(g.source, g.sink, g.edges)
+        dev = [cp.asarray(a) for a in (g.source, g.sink, g.edges)]
+        for side in ("sink", "source"):
+            f0, l0, st0 = maxflow_grid_gpu(*dev, side=side, cpu_after=math.inf)
+            assert st0["handover"] is None
+            f1, l1, st1 = maxflow_grid_gpu(*dev, side=side, cpu_after=0)
+            assert f0 == f1 == f_cpu
+            np.testing.assert_array_equal(l1.get(), l0.get())
+            assert isinstance(l1, cp.ndarray) and l1.dtype == np.uint8
+            if st1["handover"] is not None:
+                handed += 1
+                ho = st1["handover"]
+                assert ho["flow_before"] + ho["cpu_flow"] == f_cpu
+                assert ho["active"] > 0 and st1["global_relabels"] >= 1
+        f2, l2, st2 = maxflow_grid_gpu(
+            g.source, g.sink, g.edges, validate=True, residual=True, cpu_after=0
+        )
+        assert f2 == f_cpu and g.energy(l2.get()) == g.constant + f_cpu
+        res = st2.pop("residual").get()
+        assert res.shape == g.edges.shape and (res >= 0).all()
+        s2, t2, offset = _warm_graph(g.source, g.sink, g.edges, res)
+        assert offset == f_cpu  # the residual arcs carry the whole flow: the
+        assert maxflow_grid_cpu(s2, t2, res)[0] == 0  # rest has no path
+    assert handed > 0
+
+
+def test_long_corridor_hands_over_by_default():
+    """A serpentine corridor of 256 x 256 (one augmenting path of 33,000 nodes):
+    push-relabel's rounds and relabel depth both grow with the path (1.1 s on an
+    H200 to the end in 346 global relabels, against 18 ms for PyMaxflow); the
+    default budget hands the rest to the CPU solver after about 0.04 s (6 relabels
+    on an H200). The flow and the smallest sink side are the CPU solver's, and the
+    relabels run are far fewer than a solve to the end takes."""
+    _cupy()
+    src, snk, e = synthetic.corridor_graph((256, 256))
+    g = grid_graph(src, snk, e)
+    cut = maxflow_grid(g, backend="gpu")
+    f_cpu, l_cpu, _ = maxflow_grid_cpu(g.source, g.sink, g.edges, side="sink")
+    assert cut.flow == f_cpu == 1000
+    np.testing.assert_array_equal(cut.labels, l_cpu)
+    ho = cut.stats["handover"]
+    assert ho is not None and ho["cpu_flow"] > 0
+    assert cut.stats["global_relabels"] < 100
+
+
+def test_vision_energies_finish_on_the_gpu():
+    """A segmentation energy (and its 8-connected form) and a volume end on the
+    GPU long before the default budget: no hand-over."""
+    _cupy()
+    data = pytest.importorskip("skimage.data")
+    img = data.astronaut()[::2, ::2]
+    energies = []
+    for connectivity in (1, 2):  # 4 and 8 neighbours
+        unary, weights = synthetic.segmentation_problem(img, connectivity=connectivity)
+        energies.append(grid_energy(unary, weights=weights, connectivity=connectivity))
+    unary, weights = synthetic.volume_problem(48)
+    energies.append(grid_energy(unary, weights=weights))
+    for energy in energies:
+        cut = maxflow_grid(energy, backend="gpu")
+        assert cut.stats["handover"] is None
+        assert cut.flow == maxflow_grid(energy, backend="cpu").flow
+
+
+def test_excess_beyond_the_cpu_range_stays_on_the_gpu(rng, monkeypatch):
+    """Where a node's excess would not fit the CPU solver's int32 terminals, the
+    solve goes on on the GPU (emulated: no excess is taken as fitting)."""
+    cp = _cupy()
+    from vision_cuts import _grid_handover_gpu
+    from vision_cuts._maxflow_gpu import maxflow_grid_gpu
+
+    monkeypatch.setattr(_grid_handover_gpu, "_INT32_MAX", -1)
+    for shape in [(40, 50), (8, 9, 10)]:
+        s, t, e = synthetic.random_grid_graph(shape, rng, high=40)
+        g = grid_graph(s, t, e)
+        dev = [cp.asarray(a) for a in (g.source, g.sink, g.edges)]
+        f, labels, st = maxflow_grid_gpu(*dev, cpu_after=0)
+        assert st["handover"] is None and st["global_relabels"] > 1
+        assert f == maxflow_grid_cpu(g.source, g.sink, g.edges)[0]
+        assert g.energy(labels.get()) == g.constant + f

@@ -664,6 +664,52 @@ def _labels(st, nz, ny, nx, dims, K, out):
                 out[i0 + x] = 0 if (st[p * S + K + 3] & 3) == 1 else 1
 
 
+@nb.njit(cache=True, nogil=True)
+def _sink_side(st, off, K, nz, ny, nx, dims, queue, out):
+    """``out`` (grid order) = 1 for the nodes that reach the sink in the residual
+    graph of the records ``st`` (a search backwards from the nodes with a residual
+    sink arc), else 0: the smallest sink side once the flow is maximum."""
+    S = K + 4
+    npad = st.size // S
+    seen = np.zeros(npad, dtype=np.uint8)
+    n = 0
+    for p in range(npad):
+        if st[p * S + K] < 0:
+            seen[p] = 1
+            queue[n] = p
+            n += 1
+    head = 0
+    while head < n:
+        p = queue[head]
+        head += 1
+        for k in range(K):
+            q = p + off[k]  # in range: a real node's neighbours are (padding)
+            if seen[q] == 0 and st[q * S + (k ^ 1)] > 0:  # the arc q -> p
+                seen[q] = 1
+                queue[n] = q
+                n += 1
+    for z in range(nz):
+        for y in range(ny):
+            i0 = (z * ny + y) * nx
+            for x in range(nx):
+                out[i0 + x] = seen[_index(z, y, x, dims)]
+
+
+@nb.njit(cache=True, nogil=True)
+def _residual_planes(st, nz, ny, nx, dims, K, out):
+    """The residual arc capacities of the records, as the planes ``(K, n)`` of the
+    input (``out`` flat)."""
+    S = K + 4
+    n = nz * ny * nx
+    for z in range(nz):
+        for y in range(ny):
+            i0 = (z * ny + y) * nx
+            for x in range(nx):
+                b = _index(z, y, x, dims) * S
+                for k in range(K):
+                    out[k * n + i0 + x] = st[b + k]
+
+
 def _strips(shape: tuple, threads: int) -> int:
     """How many strips to cut the grid into for ``threads`` worker threads: in 2-D
     up to four a thread (a border is a row: cheap to join, and more strips even out
@@ -700,13 +746,22 @@ def default_threads() -> int:
 
 
 def maxflow_grid_cpu(
-    source: np.ndarray, sink: np.ndarray, edges: np.ndarray, threads: int | None = None
+    source: np.ndarray,
+    sink: np.ndarray,
+    edges: np.ndarray,
+    threads: int | None = None,
+    *,
+    side: str = "source",
+    residual: bool = False,
 ) -> tuple[int, np.ndarray, dict]:
     """Exact max-flow / min-cut of a validated grid graph on the CPU.
 
     Inputs are C-contiguous int32 arrays as produced by :func:`vision_cuts.grid_graph`
     (arc pairs within int32; arcs that would leave the grid are ignored here too).
-    Returns ``(flow, labels, stats)``.
+    Returns ``(flow, labels, stats)``. ``side="sink"`` labels the smallest sink side
+    instead (1 only where the sink is reached in the final residual graph, as the GPU
+    solver labels it; one more search); ``residual`` adds the final residual arc
+    capacities, planes of the shape of ``edges``, as ``stats["residual"]``.
 
     With several threads the grid is cut into strips along its first axis; the arcs
     crossing strip borders are removed, each strip is solved on its own thread
@@ -721,12 +776,16 @@ def maxflow_grid_cpu(
     """
     from .grid import neighbour_offsets
 
+    if side not in ("sink", "source"):
+        raise ValueError(f"side must be 'sink' or 'source', got {side!r}")
     shape = source.shape
     k = edges.shape[0]
     t0 = time.perf_counter()
     labels = np.empty(shape, dtype=np.uint8)
     if source.size == 0:
         stats = {"backend": "cpu", "augmentations": 0, "origin_steps": 0}
+        if residual:
+            stats["residual"] = np.zeros(edges.shape, dtype=np.int32)
         return 0, labels, {**stats, "time_s": 0.0}
     threads = default_threads() if threads is None else int(threads)
     npad, off, dims = _padded_geometry(shape, k)
@@ -749,7 +808,17 @@ def maxflow_grid_cpu(
             )
     else:
         flow0 = int(_build(*args, 0, rows))
-    return solve_records(st, shape, k, flow0, threads, t0)
+    flow, labels, stats = solve_records(st, shape, k, flow0, threads, t0)
+    if side == "sink":
+        queue = np.empty(npad, dtype=np.int32)
+        _sink_side(st, off, k, nz, ny, nx, dims, queue, labels.reshape(-1))
+    if residual:
+        planes = np.empty(edges.shape, dtype=np.int32)
+        _residual_planes(st, nz, ny, nx, dims, k, planes.reshape(-1))
+        stats["residual"] = planes
+    if side == "sink" or residual:
+        stats["time_s"] = time.perf_counter() - t0
+    return flow, labels, stats
 
 
 def solve_records(

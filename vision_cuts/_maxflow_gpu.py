@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from ._grid_handover_gpu import cpu_budget, finish_on_cpu, fits_cpu
 from ._grid_push_gpu import PushSweeps
 from ._grid_relabel_gpu import _INF, _INIT_BLOCK, GlobalRelabel
 from ._kernels import capture_graph, get_kernel, get_module, sm_count
@@ -864,6 +865,7 @@ def maxflow_grid_gpu(
     residual: bool = False,
     validate: bool = False,
     side: str = "sink",
+    cpu_after: float | None = None,
 ) -> tuple[int, Any, dict]:
     """Exact max-flow / min-cut of a validated grid graph on the GPU.
 
@@ -894,7 +896,11 @@ def maxflow_grid_gpu(
         the first global relabel), ``push_ms``, ``relabel_ms`` (the sum of
         ``relabel_init_ms``, ``relabel_bfs_ms`` and ``relabel_count_ms``),
         ``result_ms``, and per round ``push_ms_rounds``, ``relabel_ms_rounds``,
-        ``bfs_ms_rounds``.
+        ``bfs_ms_rounds``. ``handover`` is None, or, for a solve whose rest the CPU
+        solver finished (see ``cpu_after``), a dict: ``after_s`` (the rounds' time
+        then), ``active`` (active nodes at the last count), ``flow_before`` (the
+        flow in the sink arcs then), ``download_s``, ``cpu_s``, ``cpu_flow``,
+        ``cpu_augmentations``, ``cpu_origin_steps``, ``cpu_threads``.
 
     Other Parameters
     ----------------
@@ -969,6 +975,15 @@ def maxflow_grid_gpu(
         residual graph; ``"source"`` the smallest source side, the nodes that the
         source or a node left with excess reaches (one more BFS, on the reversed
         residual arcs), labelled 0, as the CPU solver labels them.
+    cpu_after : float, optional
+        Seconds of rounds (host clock, from the first launch) after which a solve
+        with nodes still active hands the rest to the CPU solver (exact: the same
+        flow, labels and residual arcs as a solve to the end here; see
+        :mod:`vision_cuts._grid_handover_gpu`): energies with long paths, on which
+        push-relabel's rounds and relabel depth grow with the path length. Default
+        ``0.02 + 1e-7 * n`` (near the CPU solver's time on such grids; vision
+        energies end far sooner); ``math.inf`` never, 0 after the first global
+        relabel. Not where a node's excess exceeds ``2**31 - 1``.
 
     Raises
     ------
@@ -1013,25 +1028,35 @@ def maxflow_grid_gpu(
         if validate:  # its findings are read with the first active count: the
             solver.validate()  # solve starts without waiting for them
         try:
-            rounds.run(max_rounds, validate)
+            done = rounds.run(max_rounds, validate, cpu_budget(n, cpu_after))
         except BaseException as exc:
             stream.synchronize()  # leave no work queued on the cached buffers
             solver.release()
             if isinstance(exc, _BadCapacities):
                 raise _capacity_error(solver.validated(), source, sink, edges) from None
             raise
-        # the default answer need not wait for the no-op round queued behind the
-        # last count (the next solve on this solver's stream does)
-        # (a cached solver: its buffers outlive that round, see _get_solver)
-        early = _RESULT_SIDE and _REUSE and not (residual or profile) and side == "sink"
-        flow, labels = solver.result(rounds.events[-1] if early else None)
+        handover = None
+        if not done:  # the rest on the CPU (the stream is idle)
+            after = time.perf_counter() - t0
+            flow, labels, res, handover = finish_on_cpu(solver, residual, side)
+            handover = {"after_s": after, "active": rounds.handed_over[1], **handover}
+            early = False
+        else:
+            # the default answer need not wait for the no-op round queued behind
+            # the last count (the next solve on this solver's stream does)
+            # (a cached solver: its buffers outlive that round, see _get_solver)
+            early = (
+                _RESULT_SIDE and _REUSE and not (residual or profile) and side == "sink"
+            )
+            flow, labels = solver.result(rounds.events[-1] if early else None)
+            res = solver.rc.reshape((k, *shape)).copy() if residual else None
+            if side == "source":
+                labels = solver.source_side(sched.bfs_mode)
         solver.release()
-        res = solver.rc.reshape((k, *shape)).copy() if residual else None
-        if side == "source":
-            labels = solver.source_side(sched.bfs_mode)
         rounds.mark("result")
         caller.wait_event((solver.side if early else stream).record())
     stats = _solve_stats(solver, sched, rounds, time.perf_counter() - t0)
+    stats["handover"] = handover
     if residual:
         stats["residual"] = res
     if profile:
@@ -1049,6 +1074,7 @@ def _empty_solve(shape: tuple, k: int, residual: bool) -> tuple[int, Any, dict]:
         "time_s": 0.0,
         "sweeps": 0,
         "global_relabels": 0,
+        "handover": None,
     }
     if residual:
         stats["residual"] = cupy.zeros((k, *shape), dtype=cupy.int32)
@@ -1247,6 +1273,9 @@ class _Rounds:
         self.plan: list = []
         self.events: list = []
         self.used_graph = False
+        # (global relabels counted, active nodes then) where the rest went to the
+        # CPU solver
+        self.handed_over: tuple | None = None
 
     def mark(self, name: str) -> None:
         if self.profile:
@@ -1285,12 +1314,18 @@ class _Rounds:
         else:
             self.one_round(*key)
 
-    def run(self, max_rounds: int | None, validated: bool = False) -> None:
+    def run(
+        self, max_rounds: int | None, validated: bool = False, budget: float = math.inf
+    ) -> bool:
         """The rounds; with ``validated``, gpr_validate's findings (queued before
         them) are read when the first active count is: :class:`_BadCapacities`
         where it found any (the kernels queued until then ran on them, bounded
-        work that reads no index from a capacity)."""
+        work that reads no index from a capacity). True once no active node is
+        left; False where the rounds ran past ``budget`` seconds with nodes still
+        active and the state fits the CPU solver (the stream then idle: the rest is
+        :func:`finish_on_cpu`'s)."""
         solver, sched = self.solver, self.sched
+        deadline = time.perf_counter() + budget
         self.mark("start")
         solver.init()
         solver.global_relabel(mode=sched.bfs_mode, track=sched.track)
@@ -1315,17 +1350,25 @@ class _Rounds:
             active = int(solver.host[idx % _RING])
             history.append(active)
             if active == 0:
-                return
+                return True
             if max_rounds is not None and len(history) >= max_rounds:
                 raise RuntimeError(
                     f"GPU grid max-flow did not converge in {len(history)} global "
                     f"relabels ({sum(p[0] for p in plan[: len(history) - 1])} "
                     f"sweeps, {active} active nodes left), grid {solver.shape}"
                 )
+            if time.perf_counter() >= deadline:
+                solver.stream.synchronize()  # the rounds queued past this count
+                if fits_cpu(solver):
+                    self.handed_over = (len(history), active)
+                    return False
+                deadline = math.inf  # (an excess beyond int32: the GPU goes on)
 
     def ran(self) -> list:
         """The keys of the rounds whose relabel was counted (not those queued past
-        the last count)."""
+        the last count; those of a solve handed over to the CPU ran too)."""
+        if self.handed_over is not None:
+            return list(self.plan)
         return self.plan[: len(self.history) - 1]
 
     def phase_stats(self) -> dict:
@@ -1365,7 +1408,10 @@ def _solve_stats(solver: _Solver, sched: _Schedule, rounds: _Rounds, secs: float
         "algorithm": "push-relabel (tiled, checkerboard) + GPU BFS global relabel",
         "time_s": secs,
         "sweeps": sum(p[0] for p in ran),
-        "global_relabels": len(rounds.history),
+        # (a solve handed over ran every round it queued: one relabel each)
+        "global_relabels": len(ran) + 1
+        if rounds.handed_over is not None
+        else len(rounds.history),
         "local_iters": sched.local_iters,
         "sweeps_per_relabel": sched.sweeps_per_relabel,
         "tail_sweeps": sched.tail_sweeps,
