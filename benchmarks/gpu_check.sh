@@ -4,7 +4,9 @@
 # /tmp/vc-gpu-check). Sections:
 #   gputests    the GPU test suite with VISION_CUTS_REQUIRE_GPU=1 (a skip is a failure)
 #   cputests    the CPU test suite against the installed package
-#   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run
+#   grid        grid max-flow benchmark, both backends and PyMaxflow in the same run,
+#               then the long-path energies (bench_grid_long_paths.py: the GPU
+#               solver's hand-over to the CPU solver, the GPU run to the end beside it)
 #   diagonal    the diagonal neighbourhoods: their GPU tests, the randomised
 #               differential test of their solver settings (gpu_grid_check.py --diag),
 #               then the grid benchmark
@@ -78,6 +80,9 @@ fi
 if want grid; then
     python3 -P benchmarks/bench_grid.py --backend cpu gpu --sizes 0.3 2 4 8 \
         --volumes 128 256 --json "$OUT/bench_grid.json" 2>&1 | tee "$OUT/bench_grid.log" \
+        || rc=1
+    python3 -P benchmarks/bench_grid_long_paths.py --backend cpu gpu \
+        --json "$OUT/bench_grid_long_paths.json" 2>&1 | tee "$OUT/bench_grid_long_paths.log" \
         || rc=1
 fi
 if want diagonal; then

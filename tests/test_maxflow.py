@@ -430,6 +430,38 @@ def _leaky_maze(side: int, transposed: bool):
     return src, snk, e
 
 
+def test_corridor_graph():
+    """``synthetic.corridor_graph``: one corridor holding about half the nodes (the
+    nodes on its arcs of 1000 counted); the flows (SciPy's, ours) are the
+    corridor's capacity with terminals at its ends and the unit terminals' count
+    with halves; bad shapes and terminal modes are refused, naming the parameter."""
+    for shape in [(1, 1), (1, 9), (2, 5), (9, 9), (12, 7), (3, 6, 5)]:
+        for terminals in ("ends", "halves"):
+            for wall in (0, 1):
+                s, t, e = synthetic.corridor_graph(
+                    shape, wall=wall, terminals=terminals
+                )
+                assert s.dtype == t.dtype == e.dtype == np.int32
+                assert e.shape == (2 * len(shape), *shape)
+                want = scipy_maxflow(s, t, e)
+                assert maxflow_grid(s, t, e, backend="cpu").flow == want
+                # every other row of a slice, joined at one end, slice by slice
+                rows = (shape[-2] + 1) // 2
+                length = (rows * shape[-1] + rows - 1) * (
+                    shape[0] if len(shape) == 3 else 1
+                )
+                if length > 1:
+                    assert int((e == 1000).any(axis=0).sum()) == length
+                if terminals == "ends" and wall == 0 and np.prod(shape) > 1:
+                    assert want == 1000
+                if terminals == "halves" and wall == 0:
+                    assert want == min(int(s.sum()), int(t.sum()))
+    with pytest.raises(ValueError, match="shape must be 2 or 3 positive sizes"):
+        synthetic.corridor_graph((4,))
+    with pytest.raises(ValueError, match="terminals must be 'ends' or 'halves'"):
+        synthetic.corridor_graph((4, 4), terminals="both")
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_leaky_maze_origin_walks_bounded(transposed):
     """Long orphaned chains: each orphan of the corridor had a neighbour across the

@@ -5,10 +5,11 @@ each relabel's search is as deep as the longest residual path, so a grid whose f
 must travel along long corridors (a maze, a 1 x n strip) takes rounds and relabel
 depth that both grow with the path length: a 256 x 256 serpentine corridor took 1.1 s
 on an H200 against 18 ms for a Boykov-Kolmogorov search, which follows a whole path in
-one augmentation. Vision energies end long before (their deepest relabel is below the
-grid's diameter). So a solve whose rounds have run for longer than a budget (by default
-a fixed part and a part per node, near what the CPU solver takes on such grids: see
-``BENCHMARKS.md``) hands what is left to the CPU solver, exactly:
+one augmentation. Vision energies end long before the budget below (296 GrabCut cuts,
+123 stereo, multi-label and volume cuts measured: none reached it). So a solve whose
+rounds have run for longer than a budget (by default a fixed part and a part per node,
+within the CPU solver's time on such grids: see ``BENCHMARKS.md``, "Long-path
+energies") hands what is left to the CPU solver, exactly:
 
 For a preflow with excess ``ex``, residual sink capacities ``tcap`` and residual arcs
 ``rc``, the graph G' with source capacities ``ex``, sink capacities ``tcap`` and arcs
@@ -31,10 +32,15 @@ log = logging.getLogger(__name__)
 __all__ = ["cpu_budget", "finish_on_cpu", "fits_cpu"]
 
 _INT32_MAX = 2**31 - 1
-# The default budget of the GPU rounds before the hand-over: a fixed part (launches
-# and the first relabels of a small grid) and a part per node.
+# The default budget of the GPU rounds before the hand-over: a fixed part (launches,
+# CUDA graph captures and the first relabels of a small grid) and a part per node.
+# The CPU solver takes 0.1-6 us a node on long-path grids and on hard vision
+# energies (2 cores); 0.3 us keeps the GPU's slowest vision energies at least 10x
+# inside the budget (GrabCut's hardest cut, 0.25 MP: 10 ms of 96; 2 MP: 21 ms of
+# 620), since handing one of them over would cost the CPU's time on it (1.3 s for
+# banana1's first cut).
 _HANDOVER_S = 0.02
-_HANDOVER_NS_PER_NODE = 100.0
+_HANDOVER_NS_PER_NODE = 300.0
 
 
 def cpu_budget(n: int, cpu_after: float | None) -> float:

@@ -981,9 +981,9 @@ def maxflow_grid_gpu(
         flow, labels and residual arcs as a solve to the end here; see
         :mod:`vision_cuts._grid_handover_gpu`): energies with long paths, on which
         push-relabel's rounds and relabel depth grow with the path length. Default
-        ``0.02 + 1e-7 * n`` (near the CPU solver's time on such grids; vision
-        energies end far sooner); ``math.inf`` never, 0 after the first global
-        relabel. Not where a node's excess exceeds ``2**31 - 1``.
+        ``0.02 + 3e-7 * n`` (within the CPU solver's time on such grids; vision
+        energies end ten times sooner or more); ``math.inf`` never, 0 after the
+        first global relabel. Not where a node's excess exceeds ``2**31 - 1``.
 
     Raises
     ------

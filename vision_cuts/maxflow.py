@@ -83,7 +83,12 @@ def maxflow_grid(
     For an energy from :func:`grid_energy`, ``energy.energy(labels) ==
     energy.constant + flow`` is the minimum of E(x). The CPU solver is a
     Boykov-Kolmogorov search-tree algorithm specialised to grids (neighbours by index
-    arithmetic, no graph objects), compiled with numba.
+    arithmetic, no graph objects), compiled with numba. The GPU solver is a tiled
+    push-relabel with global relabels on the device; on grids whose flow must run
+    along very long paths (mazes, corridors), where push-relabel's rounds grow with
+    the path length, it hands what is left after a time budget (0.02 s + 0.3 us a
+    node) to the CPU solver, exactly (``stats["handover"]`` says when and how);
+    vision energies end on the GPU far sooner.
 
     References
     ----------
