@@ -7,6 +7,7 @@ import numpy as np
 
 __all__ = [
     "ASSIGNMENT_FAMILIES",
+    "HARD_ASSIGNMENT_FAMILIES",
     "assignment_costs",
     "chain_bipartite_graph",
     "contrast_weights",
@@ -304,6 +305,8 @@ def grid_bipartite_graph(side: int, rng: np.random.Generator, holes: float = 0.1
 
 #: The cost families that callers of the assignment solvers produce.
 ASSIGNMENT_FAMILIES = ("flow", "geometric", "ties", "lowint", "forbidden")
+#: families no caller makes but that stress the solvers (not in the default lists)
+HARD_ASSIGNMENT_FAMILIES = ("machol_wien",)
 
 
 def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.ndarray:
@@ -319,6 +322,9 @@ def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
     * ``geometric``: Euclidean distances between two jittered copies of a point set
       (float), ``ties``: integers 0-3, ``lowint``: integers 0-999, ``forbidden``:
       integers 0-49 with 60% of the pairs ``inf`` (a feasible assignment kept).
+    * ``machol_wien``: ``(i + 1) * (j + 1)`` (int64), Machol and Wien's hard case for
+      auction and cost-scaling solvers: every row ranks the columns alike and the
+      optimum pairs them in reverse order, so the rows wage long price wars.
     """
     nb, n, m = shape
     if kind == "flow":
@@ -355,7 +361,11 @@ def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
             forbid[i, rng.permutation(n)[:k], rng.permutation(m)[:k]] = False
         cost[forbid] = np.inf
         return cost
-    raise ValueError(f"kind must be one of {ASSIGNMENT_FAMILIES}, got {kind!r}")
+    if kind == "machol_wien":
+        cost = np.outer(np.arange(1, n + 1), np.arange(1, m + 1)).astype(np.int64)
+        return np.broadcast_to(cost, shape).copy()
+    kinds = ASSIGNMENT_FAMILIES + HARD_ASSIGNMENT_FAMILIES
+    raise ValueError(f"kind must be one of {kinds}, got {kind!r}")
 
 
 def panning_clip(

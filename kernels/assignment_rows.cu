@@ -72,7 +72,8 @@
 // allows). The host reads the state once at the end.
 //
 // state (unsigned long long, R_STATE words, zero before the launch):
-//   [0] err (1: price overflow, 2: more than max_bids bids, a runaway), [2]
+//   [0] err (1: price overflow, 2: more than max_bids bids, a runaway, 3: the bids
+//   ran past limit_ns nanoseconds after the launch, the caller's time budget), [2]
 //   Bellman-Ford sweeps, [3] global updates,
 //   [4] list builds, [5] fallbacks, [6] phases, [16..18] nanoseconds spent in the
 //   keep steps, the bids and the global updates (block 0's view), [19] the clock at
@@ -600,7 +601,8 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                       unsigned long long* dist, long long* floor_, unsigned* sync,
                       unsigned long long* state, int total, int n, int N, long long smax,
                       int alpha, int bits, int fixing, int global_update,
-                      long long gu_bids, long long gu_min_bids, long long max_bids) {
+                      long long gu_bids, long long gu_min_bids, long long max_bids,
+                      long long limit_ns) {
     __shared__ int s_hist[(ASSIGN_BLOCK / 32) * R_BUCKETS];
     const int lane = threadIdx.x & 31;
     const int warp = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
@@ -614,6 +616,9 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
     const int nreal = total / N * n;  // rows that bid: the first n of every problem
     unsigned long long t0 = timer ? r_clock() : 0ull;
     if (timer) state[19] = t0;
+    // the time budget (limit_ns > 0): every warp checks it where it polls the bids
+    const unsigned long long deadline =
+        limit_ns > 0 ? r_clock() + (unsigned long long)limit_ns : ~0ull;
     long long eps = smax > 1 ? smax : 1, prev = 0;
     int recounts = 0;
     // the exact number of real rows holding their column (after a barrier): it
@@ -719,6 +724,12 @@ extern "C" __global__ void __launch_bounds__(ASSIGN_BLOCK, ASSIGN_MIN_BLOCKS)
                     const long long nb = (long long)vstate[R_BIDS];
                     if (nb > max_bids) {  // a runaway: every warp leaves, the caller raises
                         if (lane == 0) atomicCAS(state + 0, 0ull, 2ull);
+                        break;
+                    }
+                    if (deadline != ~0ull && r_clock() > deadline) {
+                        // past the budget: every warp leaves as here, the caller
+                        // solves the problem another way (state[0] = 3)
+                        if (lane == 0) atomicCAS(state + 0, 0ull, 3ull);
                         break;
                     }
                     if ((long long)*vcount >= nreal || nb >= budget) break;

@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,14 @@ _ROW_TIE_SPREAD = 1  # ASSIGN_TIE_SPREAD: rows break ties by a key of their own
 #: RUNAWAY_BIDS_MIN: a livelock fails instead of hanging
 RUNAWAY_BIDS_PER_ROW = 4000
 RUNAWAY_BIDS_MIN = 1_000_000
+#: the time budget of the large-problem path in a public call, a fixed part and a
+#: part per cost entry of the stack: past it the stack is solved on the CPU
+#: (:func:`linear_sum_assignment_batched_gpu`). Costs whose auction runs price wars
+#: (Machol-Wien ``i * j``: 2.9 s at 500 x 950 against SciPy's 0.24 s) end there; the
+#: cost families of real callers take 2-8 ms at 1000 x 1000 and 26-42 ms at 4000 x
+#: 4000 (H100), 8x inside the budget or more (0.05 s and 0.5 s).
+BUDGET_S = 0.02
+BUDGET_NS_PER_ENTRY = 30.0
 
 
 def schedule(smax: int, alpha: int = ALPHA) -> list[int]:
@@ -579,10 +588,20 @@ def _solve_small_fused(cp: Any, prep: dict, geometry: tuple, want: bool) -> tupl
     return rows, cols, status, col4row, prices, stats
 
 
+class OverBudget(Exception):
+    """The large-problem path ran past its time budget (the kernel's err 3)."""
+
+
 def _solve_rows(
-    cp: Any, S: Any, plan: Plan, fixing: bool, want_prices: bool = True
+    cp: Any,
+    S: Any,
+    plan: Plan,
+    fixing: bool,
+    want_prices: bool = True,
+    limit_s: float | None = None,
 ) -> tuple:
-    """Every phase in one persistent launch of ``assign_rows_solve``."""
+    """Every phase in one persistent launch of ``assign_rows_solve``; the bids stop
+    ``limit_s`` seconds after the launch (None: no limit) with err 3."""
     B, N = S.shape[0], plan.N
     total = B * N
     if len(schedule(plan.smax, ROW_ALPHA)) > _ROW_MAX_PHASES:
@@ -642,6 +661,7 @@ def _solve_rows(
             np.int64(GU_BIDS),
             np.int64(GU_MIN_BIDS),
             np.int64(RUNAWAY_BIDS_PER_ROW * total + RUNAWAY_BIDS_MIN),
+            np.int64(0 if limit_s is None else max(1, int(limit_s * 1e9))),
         ),
     )
     st = state.get().tolist()  # Python ints
@@ -705,12 +725,18 @@ def _per_phase(st: list) -> list:
 
 
 def solve_scaled(
-    cp: Any, prep: dict, fixing: bool = True, want_prices: bool = True
+    cp: Any,
+    prep: dict,
+    fixing: bool = True,
+    want_prices: bool = True,
+    limit_s: float | None = None,
 ) -> tuple:
     """Run the kernels on a prepared stack; returns (col4row, prices, S, stats),
     ``stats`` (row kernels only) counting phases, global updates and their
     Bellman-Ford sweeps. ``fixing=False`` turns arc fixing off for this run;
-    ``want_prices=False`` leaves the prices of the large-problem path out (None)."""
+    ``want_prices=False`` leaves the prices of the large-problem path out (None);
+    ``limit_s``: the large-problem path's time budget (:class:`OverBudget` past
+    it)."""
     plan = prep["plan"]
     small = small_problem(plan.n, plan.N)
     S = scaled(cp, prep, transposed_layout=small)
@@ -723,8 +749,10 @@ def solve_scaled(
         col4row, prices, err, *stats = _solve_small(cp, S, plan)
     else:
         col4row, prices, err, *stats = _solve_rows(
-            cp, S, plan, fixing and ARC_FIXING, want_prices
+            cp, S, plan, fixing and ARC_FIXING, want_prices, limit_s
         )
+        if int(err[0]) == 3:
+            raise OverBudget(stats[0])
     if bool((err == 2).any()):
         raise RuntimeError(
             "GPU assignment: the large-problem path made more than "
@@ -820,7 +848,14 @@ def linear_sum_assignment_batched_gpu(
                 return _solve_feasible(cp, x, maximize, bad, return_prices)
     # arc fixing keeps the prices eps-optimal on the kept arcs only: a run whose
     # prices are returned (a certificate over the whole matrix) goes without it
-    col4row, prices, S, stats = solve_scaled(cp, prep, fixing=not return_prices)
+    limit = None if return_prices else BUDGET_S + BUDGET_NS_PER_ENTRY * 1e-9 * x.size
+    t0 = time.perf_counter()
+    try:
+        col4row, prices, S, stats = solve_scaled(
+            cp, prep, fixing=not return_prices, limit_s=limit
+        )
+    except OverBudget as over:
+        return _finish_on_cpu(cp, x, maximize, over.args[0], time.perf_counter() - t0)
     rows, cols, status = finish(cp, prep, col4row)
     stats = {
         "path": "small" if small else "rows",
@@ -839,6 +874,25 @@ def linear_sum_assignment_batched_gpu(
             transposed_layout=small,
         )
     return rows, cols, status, run
+
+
+def _finish_on_cpu(
+    cp: Any, x: Any, maximize: bool, gpu_stats: dict, gpu_s: float
+) -> tuple:
+    """The stack ``x`` (every problem feasible and valid) solved on the CPU after the
+    GPU ran past its budget: ``(row_ind, col_ind, status, run)`` as
+    :func:`linear_sum_assignment_batched_gpu` returns them, the GPU's work until
+    then in ``run["stats"]["gpu"]``."""
+    from ._assignment_cpu import linear_sum_assignment_batched_cpu
+
+    t0 = time.perf_counter()
+    rows, cols, status = linear_sum_assignment_batched_cpu(x.get(), maximize)
+    stats = {
+        "path": "cpu",
+        "handover": {"gpu_s": gpu_s, "cpu_s": time.perf_counter() - t0},
+        "gpu": {"path": "rows", **gpu_stats},
+    }
+    return cp.asarray(rows), cp.asarray(cols), status, {"stats": stats}
 
 
 def solve_with_dummies(costs: Any, lo: float, hi: float) -> tuple:

@@ -254,7 +254,11 @@ def linear_sum_assignment_batched(
         and ``feasibility``, how a stack with forbidden pairs was shown feasible
         ("diagonal": a finite diagonal in its first or last columns, such as a
         dummy column per row; "matching": a maximum matching on the GPU; "none":
-        no forbidden pairs).
+        no forbidden pairs). A stack whose large-problem path runs past its time
+        budget (0.02 s + 30 ns a cost entry; costs that make the auction wage long
+        price wars, such as Machol-Wien's ``i * j``) is solved again on the CPU:
+        ``path`` "cpu", ``handover`` (``gpu_s``, ``cpu_s``) and ``gpu`` (the GPU's
+        counters until then).
 
     Raises
     ------
