@@ -115,31 +115,35 @@ def brute_force_mincut(source, sink, edges) -> tuple[int, np.ndarray]:
 # ------------------------------------------------------------------------ scipy
 
 
+def _explicit_graph(source, sink, edges):
+    """The grid graph as an int64 CSR matrix of capacities (nodes 0..n-1 the grid in
+    C order, n the source, n + 1 the sink; duplicate entries summed, zeros dropped)
+    and n."""
+    source = np.asarray(source, dtype=np.int64).reshape(-1)
+    sink = np.asarray(sink, dtype=np.int64).reshape(-1)
+    n = source.size
+    tail, head, cap = grid_arcs(edges)
+    nodes = np.arange(n)
+    rows = np.concatenate([np.full(n, n), nodes, tail])
+    cols = np.concatenate([nodes, np.full(n, n + 1), head])
+    data = np.concatenate([source, sink, cap]).astype(np.int64)
+    graph = scipy.sparse.csr_matrix((data, (rows, cols)), shape=(n + 2, n + 2))
+    graph.sum_duplicates()
+    graph.eliminate_zeros()
+    return graph, n
+
+
 def scipy_maxflow(source, sink, edges) -> int:
     """Max-flow value by :func:`scipy.sparse.csgraph.maximum_flow` on an explicit graph.
 
     Nodes 0..n-1 are the grid in C order, n is the source and n + 1 the sink. SciPy
-    wants int32 capacities and one entry per (tail, head): duplicates are summed by the
-    COO -> CSR conversion (there are none here, but the construction does not rely on
+    wants int32 capacities and one entry per (tail, head): duplicates are summed by
+    the CSR construction (there are none here, but the construction does not rely on
     it). Reverse residual arcs are added by SciPy itself.
     """
-    source = np.asarray(source, dtype=np.int64).reshape(-1)
-    sink = np.asarray(sink, dtype=np.int64).reshape(-1)
-    n = source.size
-    s_node, t_node = n, n + 1
-    tail, head, cap = grid_arcs(edges)
-    nodes = np.arange(n)
-    rows = np.concatenate([np.full(n, s_node), nodes, tail])
-    cols = np.concatenate([nodes, np.full(n, t_node), head])
-    data = np.concatenate([source, sink, cap])
-    keep = data > 0
-    assert int(data.max(initial=0)) <= INT32_MAX
-    graph = scipy.sparse.coo_matrix(
-        (data[keep].astype(np.int32), (rows[keep], cols[keep])), shape=(n + 2, n + 2)
-    ).tocsr()
-    graph.sum_duplicates()
-    assert graph.dtype == np.int32
-    return int(maximum_flow(graph, s_node, t_node).flow_value)
+    graph, n = _explicit_graph(source, sink, edges)
+    assert int(graph.data.max(initial=0)) <= INT32_MAX
+    return int(maximum_flow(graph.astype(np.int32), n, n + 1).flow_value)
 
 
 def scipy_sink_side(source, sink, edges) -> tuple[int, np.ndarray]:
@@ -149,18 +153,9 @@ def scipy_sink_side(source, sink, edges) -> tuple[int, np.ndarray]:
     reversed residual arcs. The set is the same for every maximum flow."""
     from scipy.sparse.csgraph import breadth_first_order
 
-    source = np.asarray(source, dtype=np.int64).reshape(-1)
-    sink = np.asarray(sink, dtype=np.int64).reshape(-1)
-    n = source.size
-    s_node, t_node = n, n + 1
-    tail, head, cap = grid_arcs(edges)
-    nodes = np.arange(n)
-    rows = np.concatenate([np.full(n, s_node), nodes, tail])
-    cols = np.concatenate([nodes, np.full(n, t_node), head])
-    data = np.concatenate([source, sink, cap]).astype(np.int64)
-    graph = scipy.sparse.csr_matrix((data, (rows, cols)), shape=(n + 2, n + 2))
-    graph.sum_duplicates()
-    result = maximum_flow(graph.astype(np.int32), s_node, t_node)
+    graph, n = _explicit_graph(source, sink, edges)
+    t_node = n + 1
+    result = maximum_flow(graph.astype(np.int32), n, t_node)
     # residual = capacity - flow on every (u, v); reverse arcs have capacity 0
     residual = (graph - result.flow).tocsr()
     residual.data[residual.data < 0] = 0
