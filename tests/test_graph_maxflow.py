@@ -17,6 +17,7 @@ from vision_cuts import (
     FlowGraph,
     MaxFlow,
     acyclic_dense_graph,
+    ak_graph,
     flow_graph,
     flow_graph_from_sparse,
     genrmf_graph,
@@ -505,7 +506,66 @@ def test_gpu_kernel_variants_agree(rng):
                 check_result(g, s, t, MaxFlow(value, flow, labels, {}))
 
 
+@pytest.mark.gpu
+def test_gpu_over_budget_is_solved_on_the_cpu(rng, monkeypatch):
+    """A GPU solve past its time budget (here none) stops and the CPU solves the
+    graph: SciPy's value, the CPU's labels (the sink side of every maximum flow's
+    residual graph), a valid flow, ``stats["handover"]`` with the GPU's rounds."""
+    pytest.importorskip("cupy")
+    from vision_cuts import _flow_graph_gpu
+
+    monkeypatch.setattr(_flow_graph_gpu, "_BUDGET_S", 0.0)
+    monkeypatch.setattr(_flow_graph_gpu, "_BUDGET_NS_PER_ARC", 0.0)
+    handed = 0
+    for _ in range(40):
+        g, *_ = random_graph(rng, n_max=60, m_max=400, c_max=1000)
+        s, t = (int(x) for x in rng.choice(g.num_nodes, 2, replace=False))
+        res = maximum_flow(g, s, t, backend="gpu", method="fifo")
+        cpu = maximum_flow(g, s, t, backend="cpu")
+        assert res.value == cpu.value == scipy_value(g, s, t)
+        np.testing.assert_array_equal(res.labels, cpu.labels)
+        check_result(g, s, t, res)
+        assert res.stats["backend"] == "gpu"
+        if res.stats["handover"] is not None:
+            handed += 1
+            assert res.stats["handover"]["rounds"] >= 1
+            assert "pushes" in res.stats  # the CPU's counters
+    assert handed > 10
+
+
+@pytest.mark.gpu
+def test_ak_network_hands_over_by_default():
+    """AK(1000): push-relabel moves the excess a node a relabel along its chains
+    (9.5 s on an H100 to the end, against 34 ms on the CPU); the default budget
+    (0.11 s here) stops the GPU and the CPU gives the value 2 k + 3."""
+    pytest.importorskip("cupy")
+    g, s, t = ak_graph(1000)
+    res = maximum_flow(g, s, t, backend="gpu")
+    assert res.value == 2003 == maximum_flow(g, s, t, backend="cpu").value
+    assert res.stats["handover"] is not None
+    check_result(g, s, t, res)
+
+
 # ------------------------------------------------------------------------ generators
+
+
+def test_ak_graph():
+    """AK(k): 4 k + 6 nodes, 6 k + 7 edges, value 2 k + 3 (SciPy's too); bad k
+    refused, naming it."""
+    for k in (1, 2, 7, 40):
+        g, s, t = ak_graph(k)
+        assert (s, t) == (0, 1) and g.num_nodes == 4 * k + 6
+        assert int((g.capacity > 0).sum()) == 6 * k + 7
+        assert scipy_value(g, s, t) == 2 * k + 3
+        res = maximum_flow(g, s, t, backend="cpu")
+        assert res.value == 2 * k + 3
+        check_result(g, s, t, res)
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        ak_graph(0)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        ak_graph(2.5)
+    with pytest.raises(ValueError, match="k = 200000000 give"):
+        ak_graph(200_000_000)
 
 
 def test_generators_reproducible_and_shaped():

@@ -53,6 +53,18 @@ _KERNELS = {
     "ballot": "gpr_push_ballot",
 }
 _MAX_ROUNDS = 1_000_000
+# The time budget of a solve, a fixed part and a part per CSR arc: past it the solve
+# stops (OverBudget) and the caller solves the graph on the CPU. Push-relabel's rounds
+# grow with the length of the paths the excess must travel: on AK networks the GPU
+# took 250-283x the CPU's time (ak1000: 9.46 s against 34 ms, H100). The families it
+# is for take 0.2-1.3 us an arc (genrmf 128 x 16: 1.58 s for 1.29 M arcs, H200), 4x
+# inside the budget or more; the CPU takes 0.3-3 us an arc on them.
+_BUDGET_S = 0.05
+_BUDGET_NS_PER_ARC = 5000.0
+
+
+class OverBudget(Exception):
+    """The GPU solve ran past its time budget; ``args[0]``: its stats until then."""
 
 
 def _blocks_per_sm(kernel: Any, threads: int) -> int:
@@ -78,10 +90,14 @@ def maximum_flow_gpu(
     warp_per_vertex: bool | None = None,
     cycles: int | None = None,
     kernel: str | None = None,
+    budget_s: float | None = None,
 ) -> tuple[int, np.ndarray, np.ndarray, dict]:
     """Maximum flow on the GPU; returns ``(value, flow, labels, stats)`` (NumPy).
 
     ``kernel`` ("thread", "warp" or "ballot") overrides ``warp_per_vertex``.
+    ``budget_s``: seconds after the upload past which the solve stops with
+    :class:`OverBudget` (checked at each round's count; default ``_BUDGET_S +
+    _BUDGET_NS_PER_ARC`` a CSR arc; ``math.inf`` none).
     """
     import cupy
 
@@ -121,6 +137,10 @@ def maximum_flow_gpu(
     n32 = np.int32(n)
     warp_flag = np.int32(1 if warp_per_vertex else 0)
     t_up = time.perf_counter()
+    if budget_s is None:
+        budget_s = _BUDGET_S + _BUDGET_NS_PER_ARC * 1e-9 * int(heads.shape[0])
+    deadline = t_up + budget_s
+    done: list = []  # rounds of the phases ended
 
     k_sat(
         (max(1, min(1024, -(-int(indptr[source + 1] - indptr[source]) // _NT))),),
@@ -154,10 +174,20 @@ def maximum_flow_gpu(
             )
             ctl[3:4].get(out=active_host)
             if int(active_host[0]) == 0:
+                done.append(rounds)
                 return rounds
             rounds += 1
             if rounds > _MAX_ROUNDS:
                 raise RuntimeError("GPU push-relabel did not converge")
+            if time.perf_counter() > deadline:
+                raise OverBudget(
+                    {
+                        "gpu_s": time.perf_counter() - t0,
+                        "rounds": sum(done) + rounds,
+                        "phase": len(done) + 1,
+                        "active": int(active_host[0]),
+                    }
+                )
             k_push(
                 (push_blocks,),
                 (_NT,),
@@ -184,5 +214,6 @@ def maximum_flow_gpu(
         "phase2_rounds": rounds2,
         "cycles": cycles,
         "kernel": kernel,
+        "handover": None,
     }
     return value, flow_h, labels_h, stats

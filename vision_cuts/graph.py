@@ -523,6 +523,57 @@ def acyclic_dense_graph(
     return FlowProblem(flow_graph(i, j, cap, num_nodes=n), 0, n - 1)
 
 
+def ak_graph(k: int) -> FlowProblem:
+    """Cherkassky and Goldberg's AK(k) network: ``4 k + 6`` nodes, ``6 k + 7`` arcs.
+
+    Two chains of about ``k`` nodes each behind a source and before a sink: the
+    first chain's capacities fall by one a node and every node leaves a unit arc to
+    its end; the second chain's nodes each leave a unit arc to its mirror node.
+    Deterministic. Push-relabel solvers take time quadratic in ``k`` on it (the
+    excess moves a node a relabel along the chains); augmenting-path solvers do not.
+
+    Parameters
+    ----------
+    k : int
+        At least 1 (``2 (6 k + 7)`` arcs with the reverse arcs, at most 2**31 - 1).
+
+    Returns
+    -------
+    FlowProblem
+        ``(graph, source=0, sink=1)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``k`` not an integer, below 1 or too large.
+
+    References
+    ----------
+    B. V. Cherkassky and A. V. Goldberg, "On implementing the push-relabel method for
+    the maximum flow problem", Algorithmica 19, 1997 (the AK generator).
+    """
+    k = _check_int(k, "k", 1)
+    _check_size(f"k = {k}", 4 * k + 6, "4 k + 6", 2 * (6 * k + 7), "2 (6 k + 7)")
+    i = np.arange(k, dtype=np.int64)
+    d = 2 * k + 4
+    big = 10**6
+    mid = np.arange(k + 3, 2 * k + 3, dtype=np.int64)
+    last = np.arange(d, 2 * k + d + 1, dtype=np.int64)
+    # 1-based node numbers of the generator's file, shifted to 0-based below
+    tails = [i + 3, i + 3, [k + 3, k + 3], mid + 1, last + 1, i + d + 1]
+    heads = [i + 4, np.full(k, k + 4), [2 * k + 4, k + 4], mid + 2, last + 2]
+    heads.append(2 * k + 2 - i + d)
+    caps = [k - i + 1, np.ones(k), [1, 1], np.full(k, k + 1), np.full(2 * k + 1, k)]
+    caps.append(np.ones(k))
+    tails.append([1, 1, d, 4 * k + 6])
+    heads.append([3, d + 1, 2, 2])
+    caps.append([big] * 4)
+    t = np.concatenate([np.asarray(a, dtype=np.int64) for a in tails]) - 1
+    h = np.concatenate([np.asarray(a, dtype=np.int64) for a in heads]) - 1
+    c = np.concatenate([np.asarray(a, dtype=np.int64) for a in caps])
+    return FlowProblem(flow_graph(t, h, c, num_nodes=4 * k + 6), 0, 1)
+
+
 def genrmf_graph(
     a: int, b: int, *, c1: int = 1, c2: int = 100, seed: Any = None
 ) -> FlowProblem:
@@ -786,7 +837,11 @@ def maximum_flow(
     the source (Cherkassky and Goldberg's hi_pr). GPU: lock-free asynchronous
     push-relabel (Hong; Wu, He and Hong), every active node pushing to its lowest
     residual neighbour with atomics on excess and residual capacities, with the global
-    relabel (a breadth-first search from the sink) on the GPU.
+    relabel (a breadth-first search from the sink) on the GPU. A GPU solve that runs
+    past a time budget (0.05 s + 5 us a CSR arc; graphs whose excess must travel long
+    paths, such as :func:`ak_graph`'s) stops, and the CPU solves the graph:
+    ``stats["handover"]`` then holds the GPU's time and rounds, the rest of ``stats``
+    the CPU's counters (``None`` where the GPU finished).
 
     References
     ----------
@@ -822,28 +877,21 @@ def maximum_flow(
     if warp_per_vertex is not None:  # checked on both backends, used on the GPU
         warp_per_vertex = check_flag(warp_per_vertex, "warp_per_vertex")
     which = resolve_backend(backend, prefer_cpu=graph.num_arcs < _GPU_MIN_ARCS)
+    arrays = (graph.indptr, graph.heads, graph.reverse, graph.capacity, source, sink)
+    handover = None
     if which == "gpu":
-        from ._flow_graph_gpu import maximum_flow_gpu
+        from ._flow_graph_gpu import OverBudget, maximum_flow_gpu
 
-        value, flow, labels, stats = maximum_flow_gpu(
-            graph.indptr,
-            graph.heads,
-            graph.reverse,
-            graph.capacity,
-            source,
-            sink,
-            warp_per_vertex=warp_per_vertex,
-        )
-    else:
-        from ._flow_graph_cpu import maximum_flow_cpu
+        try:
+            value, flow, labels, stats = maximum_flow_gpu(
+                *arrays, warp_per_vertex=warp_per_vertex
+            )
+            return MaxFlow(int(value), flow, labels, stats)
+        except OverBudget as over:  # long paths: the CPU solves it afresh
+            handover = over.args[0]
+    from ._flow_graph_cpu import maximum_flow_cpu
 
-        value, flow, labels, stats = maximum_flow_cpu(
-            graph.indptr,
-            graph.heads,
-            graph.reverse,
-            graph.capacity,
-            source,
-            sink,
-            method=method,
-        )
+    value, flow, labels, stats = maximum_flow_cpu(*arrays, method=method)
+    if handover is not None:
+        stats = {**stats, "backend": "gpu", "handover": handover}
     return MaxFlow(int(value), flow, labels, stats)
