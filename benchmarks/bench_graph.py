@@ -5,11 +5,15 @@ Instances (``--instances``, generated with seed 1, see vision_cuts.graph):
 * ``rlgRxC``       Washington random level graph, R rows x C levels
 * ``genrmfAxB``    genrmf / RMFGEN, B frames of A x A (c1 = 1, c2 = 100)
 * ``adgN``         acyclic dense graph on N nodes
+* ``akK``          Cherkassky and Goldberg's AK(K) network (push-relabel's hard case)
 
 Columns: SciPy ``maximum_flow(method="dinic")`` (skipped above ``--scipy-max-nodes``),
 ``maximum_flow(backend="cpu")`` (highest-label push-relabel), and with ``--backend gpu``
 the GPU backend in its forms (``--variants``: thread = a thread per node, warp = a warp
-per node, ballot = a warp per node that tests 32 nodes at once). Every value is checked
+per node, ballot = a warp per node that tests 32 nodes at once; each run to the end,
+without the time budget), and ``gpu call``: ``maximum_flow(backend="gpu")`` as a
+user calls it, whose solve stops past its time budget and is finished on the CPU
+(``handed over`` then; ``--variants`` may be empty). Every value is checked
 against the others; a mismatch is printed and makes the exit status 1. Times are the
 solve alone (graph generation and CSR construction excluded), the median of ``--repeat``
 runs after a warm-up on a small graph (numba and kernel compilation excluded); instances
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -47,7 +52,12 @@ def machine() -> str:
 
 
 def make(name: str):
-    from vision_cuts import acyclic_dense_graph, genrmf_graph, washington_rlg_graph
+    from vision_cuts import (
+        acyclic_dense_graph,
+        ak_graph,
+        genrmf_graph,
+        washington_rlg_graph,
+    )
 
     if m := re.fullmatch(r"rlg(\d+)x(\d+)", name):
         return washington_rlg_graph(int(m[1]), int(m[2]), seed=1)
@@ -55,7 +65,9 @@ def make(name: str):
         return genrmf_graph(int(m[1]), int(m[2]), seed=1)
     if m := re.fullmatch(r"adg(\d+)", name):
         return acyclic_dense_graph(int(m[1]), seed=1)
-    raise SystemExit(f"error: unknown instance {name!r} (rlgRxC, genrmfAxB, adgN)")
+    if m := re.fullmatch(r"ak(\d+)", name):
+        return ak_graph(int(m[1]))
+    raise SystemExit(f"error: unknown instance {name!r} (rlgRxC, genrmfAxB, adgN, akK)")
 
 
 def scipy_solver(g, s, t):
@@ -123,6 +135,7 @@ def run_instance(name, args, gpu):
                     t,
                     kernel=label[4:],
                     cycles=cycles,
+                    budget_s=math.inf,
                 )
                 sec, out = timed(run, rep)
                 values[f"{label}_c{cycles}"] = out[0]
@@ -132,13 +145,23 @@ def run_instance(name, args, gpu):
                 if f"{label}_s" not in row or sec < row[f"{label}_s"]:
                     row[f"{label}_s"] = sec
                     row[f"{label}_stats"] = out[3]
+    if gpu:
+        row["gpu_call_s"], res = timed(
+            lambda: maximum_flow(g, s, t, backend="gpu"), rep
+        )
+        values["gpu_call"] = res.value
+        row["gpu_call_handover"] = res.stats.get("handover")
     row["values"] = values
     if len(set(values.values())) > 1:
         print(f"VALUE MISMATCH on {name}: {values}", flush=True)
     row["mismatch"] = len(set(values.values())) > 1
     row["value"] = next(iter(values.values()), None)
     gbest = min(
-        (row[k] for k in ("gpu_thread_s", "gpu_warp_s", "gpu_ballot_s") if k in row),
+        (
+            row[k]
+            for k in ("gpu_thread_s", "gpu_warp_s", "gpu_ballot_s", "gpu_call_s")
+            if k in row
+        ),
         default=None,
     )
     row["gpu_s"] = gbest
@@ -153,7 +176,7 @@ def run_instance(name, args, gpu):
         f"{name:<15}{g.num_nodes:>9}{row['arcs']:>10}"
         f"{fmt(row.get('scipy_s'), 10)}{fmt(row.get('cpu_s'), 9)}"
         f"{fmt(row.get('gpu_thread_s'), 10)}{fmt(row.get('gpu_warp_s'), 11)}"
-        f"{fmt(row.get('gpu_ballot_s'), 11)}"
+        f"{fmt(row.get('gpu_ballot_s'), 11)}{fmt(row.get('gpu_call_s'), 10)}"
         f"{fmt(ratio('scipy_s', row.get('cpu_s')), 10, 1)}"
         f"{fmt(ratio('scipy_s', gbest), 10, 1)}"
         f"{fmt(ratio('cpu_s', gbest), 9, 1)}{fmt(HI_PR.get(name), 10, 2)}",
@@ -195,7 +218,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--variants",
-        nargs="+",
+        nargs="*",
         default=["thread", "warp"],
         choices=("thread", "warp", "ballot"),
         help="GPU forms to run",
@@ -226,7 +249,7 @@ def main(argv=None) -> int:
     rows = []
     hdr = (
         f"{'instance':<15}{'nodes':>9}{'arcs':>10}{'scipy s':>10}{'cpu s':>9}"
-        f"{'gpu thr s':>10}{'gpu warp s':>11}{'gpu ballot':>11}"
+        f"{'gpu thr s':>10}{'gpu warp s':>11}{'gpu ballot':>11}{'gpu call':>10}"
         f"{'cpu/scipy':>10}{'gpu/scipy':>10}"
         f"{'gpu/cpu':>9}{'ref hi_pr':>10}"
     )
@@ -266,6 +289,12 @@ def main(argv=None) -> int:
             extra.append(
                 f"cpu: phase2 {st['phase2_s']:.3f} s, "
                 f"{st['global_relabels']} global relabels"
+            )
+        if row.get("gpu_call_handover"):
+            ho = row["gpu_call_handover"]
+            extra.append(
+                f"gpu call handed over after {ho['gpu_s']:.3f} s ({ho['rounds']} "
+                f"rounds, phase {ho['phase']})"
             )
         print(f"  {row['instance']}: value {row['value']}; " + "; ".join(extra))
     return 1 if bad else 0

@@ -125,6 +125,11 @@ if want graph; then
         --variants warp ballot --instances genrmf32x32 rlg128x256 rlg512x512 \
         genrmf64x64 adg2000 genrmf128x16 rlg1024x1024 genrmf128x128 \
         --json "$OUT/bench_graph.json" 2>&1 | tee "$OUT/bench_graph.log" || rc=1
+    # the public call with its time budget on AK networks and the usual families
+    python3 -P benchmarks/bench_graph.py --backend cpu gpu --variants \
+        --scipy-max-nodes 40000 --instances ak250 ak1000 ak4000 rlg512x512 \
+        genrmf64x64 genrmf128x16 --json "$OUT/bench_graph_budget.json" 2>&1 \
+        | tee "$OUT/bench_graph_budget.log" || rc=1
 fi
 if want matching; then
     VISION_CUTS_REQUIRE_GPU=1 python3 -P -m pytest -q -p no:cacheprovider \
