@@ -132,8 +132,8 @@ RUNAWAY_BIDS_MIN = 1_000_000
 #: part per cost entry of the stack: past it the stack is solved on the CPU
 #: (:func:`linear_sum_assignment_batched_gpu`). Costs whose auction runs price wars
 #: (Machol-Wien ``i * j``: 2.9 s at 500 x 950 against SciPy's 0.24 s) end there; the
-#: cost families of real callers take 2-8 ms at 1000 x 1000 and 26-42 ms at 4000 x
-#: 4000 (H100), 8x inside the budget or more (0.05 s and 0.5 s).
+#: cost families of real callers take 2-9 ms at 1000 x 1000 and 26-43 ms at 4000 x
+#: 4000 (H100 and H200), 5x inside the budget or more (0.05 s and 0.5 s).
 BUDGET_S = 0.02
 BUDGET_NS_PER_ENTRY = 30.0
 

@@ -978,7 +978,8 @@ def maxflow_grid_gpu(
     cpu_after : float, optional
         Seconds of rounds (host clock, from the first launch) after which a solve
         with nodes still active hands the rest to the CPU solver (exact: the same
-        flow, labels and residual arcs as a solve to the end here; see
+        flow and labels as a solve to the end here, and the residual arcs of a
+        maximum flow; see
         :mod:`vision_cuts._grid_handover_gpu`): energies with long paths, on which
         push-relabel's rounds and relabel depth grow with the path length. Default
         ``0.02 + 3e-7 * n`` (within the CPU solver's time on such grids; vision
