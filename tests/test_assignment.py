@@ -719,3 +719,22 @@ def test_machol_wien_and_rank_one(rng, shape, maximize):
         rb, cb = linear_sum_assignment_batched(np.stack([cost, cost[::-1]]), maximize)
         check_assignment(cost, rb[0], cb[0], maximize)
         check_assignment(cost[::-1].copy(), rb[1], cb[1], maximize)
+
+
+def test_cpu_solver_refuses_sides_beyond_uint32():
+    """The CPU searches keep their column lists in uint32: a side of 2**32 or more
+    is refused, naming the array, before anything is copied (a zero-stride view of
+    2**32 columns holds one float)."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from vision_cuts._assignment_cpu import (
+        linear_sum_assignment_batched_cpu,
+        linear_sum_assignment_cpu,
+    )
+
+    wide = as_strided(np.zeros(1), shape=(1, 2**32), strides=(0, 0))
+    with pytest.raises(ValueError, match=r"cost must have at most 4294967295 rows"):
+        linear_sum_assignment_cpu(wide, False)
+    tall = as_strided(np.zeros(1), shape=(2, 2**32, 1), strides=(0, 0, 0))
+    with pytest.raises(ValueError, match=r"costs must have at most 4294967295 rows"):
+        linear_sum_assignment_batched_cpu(tall, False)

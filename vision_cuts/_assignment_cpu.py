@@ -374,6 +374,11 @@ def _solve_chunk(costs, col4row, status, lo, hi, use_jv):
     row4col = np.empty(nc, np.int64)
     cols = np.empty(nc, np.int64)
     remaining = np.empty(nc, np.int64)
+    # the column lists the searches scan, unsigned: numba indexes with a signed
+    # index through a check for negative values, in every array of the inner loops
+    # (Machol-Wien 1000 x 1000, one thread: the SciPy port 0.87-1.66 s -> 0.50-0.92,
+    # JV 1.19 -> 0.83; the caller keeps nc below 2**32)
+    order = np.empty(nc, np.uint32)
     x = np.empty(nc, np.int64)
     unique = np.empty(nc, np.bool_)
     pad = use_jv and nr < nc
@@ -393,14 +398,12 @@ def _solve_chunk(costs, col4row, status, lo, hi, use_jv):
                 if square.shape[0] == 0:
                     square = np.zeros((nc, nc), np.float64)
                 square[:nr, :] = cb
-                _jv_square(square, x, row4col, v, path, spc, cols, remaining, unique)
+                _jv_square(square, x, row4col, v, path, spc, order, remaining, unique)
             else:
-                _jv_square(cb, x, row4col, v, path, spc, cols, remaining, unique)
+                _jv_square(cb, x, row4col, v, path, spc, order, remaining, unique)
             col4row[b, :] = x[:nr]
             status[b] = SOLVED
-        elif _solve_one(
-            cb, u, v, spc, path, col4row[b], row4col, rows, cols, remaining
-        ):
+        elif _solve_one(cb, u, v, spc, path, col4row[b], row4col, rows, cols, order):
             status[b] = SOLVED
         else:
             status[b] = INFEASIBLE
@@ -469,6 +472,7 @@ def linear_sum_assignment_batched_cpu(
     """
     nbatch, n, m = costs.shape
     k = min(n, m)
+    _check_side(costs.shape, name)
     if nbatch == 0 or k == 0:
         empty = np.zeros((nbatch, k), dtype=np.int64)
         return empty, empty.copy(), np.zeros(nbatch, dtype=np.int8)
@@ -518,6 +522,18 @@ def linear_sum_assignment_batched_cpu(
     return np.take_along_axis(col4row, order, axis=1), order, status
 
 
+_MAX_SIDE = 2**32 - 1  # the searches keep column lists in uint32 (_solve_chunk)
+
+
+def _check_side(shape: tuple, name: str) -> None:
+    """A problem's longer side must fit the uint32 column lists."""
+    if max(shape[-2:]) > _MAX_SIDE:
+        raise ValueError(
+            f"{name} must have at most {_MAX_SIDE} rows and columns for the CPU "
+            f"solver, got shape {tuple(shape)}"
+        )
+
+
 def linear_sum_assignment_cpu(cost: np.ndarray, maximize: bool) -> tuple:
     """Solve one (n, m) problem; returns ``(row_ind, col_ind, status)`` with
     ``status`` as in :func:`linear_sum_assignment_batched_cpu`.
@@ -529,6 +545,7 @@ def linear_sum_assignment_cpu(cost: np.ndarray, maximize: bool) -> tuple:
     n, m = cost.shape
     k = min(n, m)
     transpose = n > m
+    _check_side(cost.shape, "cost")
     if k == 0 or transpose or cost.dtype != np.float64 or maximize:
         row_ind, col_ind, status = linear_sum_assignment_batched_cpu(
             cost[None], maximize, "cost", batched=False
