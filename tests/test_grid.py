@@ -717,6 +717,15 @@ def test_masked_arrays_are_refused():
         grid_energy(u, weights=np.ones((2, 2, 3), np.int32))
     with pytest.raises(TypeError, match="unary must be a plain array"):
         grid_energy(u, np.array([[0, 1], [1, 0]]))
+    # float weights with a pairwise table are folded together before the scale
+    u = np.zeros((2, 2, 2), np.int64)
+    pw = np.array([[0, 1], [1, 0]])
+    w = np.ma.masked_array(np.full((2, 2, 2), 1e9), mask=True)
+    with pytest.raises(TypeError, match="weights must be a plain array"):
+        grid_energy(u, pw, weights=w, scale=1.0)
+    pm = np.ma.masked_array([[0, 10**6], [10**6, 0]], mask=[[0, 1], [1, 0]])
+    with pytest.raises(TypeError, match="pairwise must be a plain array"):
+        grid_energy(u, pm, weights=np.ones((2, 2, 2)), scale=1.0)
 
 
 @pytest.mark.gpu

@@ -51,6 +51,17 @@ def test_offsets_follow_the_documented_order(ndim, planes):
     assert len({tuple(v) for v in got}) == planes  # every neighbour once
 
 
+def test_offsets_arguments():
+    for ndim, planes in ((2, 4.0), (2.0, 4), (3, np.float64(26.0)), (True, 4)):
+        with pytest.raises(TypeError, match="must be an integer, got"):
+            neighbour_offsets(ndim, planes)
+    with pytest.raises(ValueError, match="ndim must be 2 or 3, got 4"):
+        neighbour_offsets(4, 8)
+    with pytest.raises(ValueError, match=r"planes must be one of \(4, 8\) for a 2-D"):
+        neighbour_offsets(2, 6)
+    assert neighbour_offsets(np.int64(3), np.int32(18)).shape == (18, 3)
+
+
 def test_connectivity_names():
     assert [connectivity_planes(c, 2) for c in (1, 2, 4, 8)] == [4, 8, 4, 8]
     got = [connectivity_planes(c, 3) for c in (1, 2, 3, 6, 18, 26)]

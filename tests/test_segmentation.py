@@ -86,6 +86,39 @@ def test_grabcut_refines_previous_result():
     assert second.mask[25:40, 40:58].all()
 
 
+@pytest.mark.parametrize("seed, size", [(0, 8), (6, 4)])
+def test_grabcut_refinement_that_empties_the_background(backend, seed, size):
+    # With `init` and no rectangle or background scribble nothing pins a pixel to
+    # the background: a cut may label every pixel foreground. The next iteration then
+    # has no background pixel to fit that model to; it keeps the model it had (a fit
+    # on no pixel gave NaN costs: an error about int32 costs, or an all-background
+    # mask with an energy of -2**31 a pixel).
+    rng = np.random.default_rng(seed)
+    if size == 8:
+        img = rng.integers(0, 256, (8, 8, 3)).astype(np.uint8)
+    else:  # nearly one colour
+        img = (np.full((4, 4, 3), 100) + rng.integers(0, 3, (4, 4, 3))).astype(np.uint8)
+    fg = np.zeros((size, size), bool)
+    bg = np.zeros((size, size), bool)
+    fg[0, 0] = bg[-1, -1] = True
+    first = grabcut(img, foreground=fg, background=bg, iterations=1, backend="cpu")
+    mask = np.ones((size, size), np.uint8)
+    mask[size // 2, size // 2] = 0  # one background pixel left
+    one = grabcut(img, init=first._replace(mask=mask), iterations=1, backend=backend)
+    assert one.mask.all()  # the first cut takes the last background pixel
+    res = grabcut(img, init=first._replace(mask=mask), iterations=3, backend=backend)
+    assert type(res.mask) is np.ndarray and res.mask.dtype == np.uint8
+    assert res.mask.all()
+    assert 2 <= res.iterations <= 3
+    for model in (res.foreground_model, res.background_model):
+        assert all(np.isfinite(np.asarray(_to_host(a))).all() for a in model)
+    assert abs(res.energy) < 2**31
+
+
+def _to_host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
 def test_grabcut_grey_rgba_float_and_tiny_images():
     img = _two_tone()
     grey = grabcut(img[..., 0], rect=RECT, backend="cpu").mask

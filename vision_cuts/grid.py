@@ -35,6 +35,7 @@ from ._validate import (
     as_capacity,
     check_finite,
     check_grid_shape,
+    check_int,
     check_scale,
     exact_sum,
     first_index,
@@ -90,10 +91,13 @@ def neighbour_offsets(ndim: int, planes: int) -> np.ndarray:
     """``(K, ndim)`` int array: the step, in array-axis order, from a node to the head
     of its arc in each plane of a ``planes``-plane neighbourhood (see the module
     docstring). Plane ``2 d + 1`` is the reverse of plane ``2 d``."""
-    if ndim not in PLANES or planes not in PLANES[ndim]:
+    ndim = check_int(ndim, "ndim")
+    planes = check_int(planes, "planes")
+    if ndim not in PLANES:
+        raise ValueError(f"ndim must be 2 or 3, got {ndim}")
+    if planes not in PLANES[ndim]:
         raise ValueError(
-            f"planes must be one of {PLANES.get(ndim)} for a {ndim}-D grid, got "
-            f"{planes}"
+            f"planes must be one of {PLANES[ndim]} for a {ndim}-D grid, got {planes}"
         )
     out = np.zeros((planes, ndim), dtype=np.int64)
     for d in range(planes // 2):
@@ -267,6 +271,13 @@ def grid_graph(
     ValueError
         Mismatched shapes, negative / NaN / infinite capacities, values beyond int32, or
         an arc pair whose forward + backward capacity exceeds ``2**31 - 1``.
+
+    Notes
+    -----
+    Like :func:`numpy.asarray`, this does not copy arrays that are already int32 and
+    C-contiguous: the energy then holds the caller's arrays, checked once here.
+    Writing to them afterwards changes the energy unchecked (a negative capacity
+    then gives a wrong flow); build a new energy from the changed arrays instead.
     """
     return GridEnergy._trusted(*_check_capacities(source, sink, edges, scale), 0)
 
@@ -528,10 +539,10 @@ def _pairwise_terms(
     not ``w`` and ``V`` apart)."""
     w, wmax = None, 1
     if weights is not None:
-        wa = xp.asarray(weights)
+        wa = xp.asarray(regular_array(weights, "weights"))
         if wa.dtype.kind == "f" and scale is not None:
             _check_weights_shape(wa, grid, D)
-            pf = xp.asarray(pairwise)
+            pf = xp.asarray(regular_array(pairwise, "pairwise"))
             if pf.dtype.kind not in "iuf":
                 raise TypeError(f"pairwise must have a numeric dtype, got {pf.dtype}")
             if tuple(pf.shape) not in ((2, 2), (D, *grid, 2, 2)):

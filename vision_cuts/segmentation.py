@@ -694,12 +694,15 @@ def _grabcut_cpu(
     made, energy = 0, 0
     for it in range(int(iterations)):
         lab = labels.reshape(-1)
-        # assign components (in the pixel's own class) and refit both models
-        if int(lab.sum()) > 0:
+        # assign components (in the pixel's own class) and refit both models; a
+        # class without pixels keeps its model (as the GPU loop's refit does)
+        n_fg = int(lab.sum())
+        if n_fg > 0:
             comp = _component_loglik(xs[lab], fg_gmm, np).argmax(axis=1)
             fg_gmm = _fit_gmm(xs[lab], comp, k, np)
-        comp = _component_loglik(xs[~lab], bg_gmm, np).argmax(axis=1)
-        bg_gmm = _fit_gmm(xs[~lab], comp, k, np)
+        if n_fg < lab.size:
+            comp = _component_loglik(xs[~lab], bg_gmm, np).argmax(axis=1)
+            bg_gmm = _fit_gmm(xs[~lab], comp, k, np)
         if r1 == r0:  # nothing free: the constraints decide
             break
         sub = img[r0:r1, c0:c1].reshape(-1, 3)
