@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -16,7 +17,7 @@ from . import TABS, add_arguments
 from .flow_tab import FlowTab
 from .segment_tab import SegmentTab
 from .stereo_tab import StereoTab
-from .widgets import show_error
+from .widgets import load_image, show_error
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +82,49 @@ def _install_excepthook(window: MainWindow) -> None:
     sys.excepthook = hook
 
 
-def run(image: str | None = None, tab: str = "segment", backend: str = "auto") -> int:
-    """Open the main window and run the event loop until it closes."""
+def _no_display() -> str | None:
+    """Why Qt would abort the process for want of a display (on Linux, without X11
+    or Wayland and no platform chosen), or None."""
+    if QApplication.instance() is not None or not sys.platform.startswith("linux"):
+        return None
+    chosen = ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")
+    if any(os.environ.get(v) for v in chosen):
+        return None
+    return (
+        "no display: neither DISPLAY nor WAYLAND_DISPLAY is set; start it in a "
+        "desktop session (or over ssh -X)"
+    )
+
+
+def _first_picture(image: str) -> tuple:
+    """``(picture, name)`` of the command line's IMAGE: a built-in sample (``NAME``
+    or ``sample:NAME``) or a file; ``SystemExit`` with the reason otherwise, before
+    any window opens."""
+    import skimage.data
+
     from vision_cuts.cli import SAMPLES
 
+    if image.startswith("sample:") or image in SAMPLES:
+        name = image.split(":", 1)[-1]
+        if name not in SAMPLES:
+            raise SystemExit(f"error: unknown sample {name!r}; choose from {SAMPLES}")
+        return getattr(skimage.data, name)(), name
+    if not os.path.isfile(image):
+        raise SystemExit(f"error: no such picture file {image!r}")
+    try:
+        return load_image(image), image
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def run(image: str | None = None, tab: str = "segment", backend: str = "auto") -> int:
+    """Open the main window and run the event loop until it closes. A display that
+    is missing, or a picture that cannot be opened, ends in ``SystemExit`` before
+    any window opens."""
+    reason = _no_display()
+    if reason:
+        raise SystemExit(f"error: cannot start the GUI: {reason}")
+    first = _first_picture(image) if image else None
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl+C in the terminal quits
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("vision_cuts")
@@ -92,12 +132,8 @@ def run(image: str | None = None, tab: str = "segment", backend: str = "auto") -
     _install_excepthook(window)
     window.show()
     window.show_tab(tab)
-    if image:
-        name = image.split(":", 1)[-1]
-        if name in SAMPLES:
-            window.segment.load_sample(name)
-        else:
-            window.segment.open_image(image)
+    if first is not None:
+        window.segment.set_image(*first)
     return app.exec_()
 
 

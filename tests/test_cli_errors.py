@@ -273,3 +273,193 @@ def test_console_errors_have_no_traceback(image, dimacs, tmp_path):
         assert proc.stderr.startswith("error: cannot write"), proc.stderr
         assert word in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------- what a second hunt of the CLI found
+def test_scribble_masks_of_any_depth_and_alpha(tmp_path, capsys):
+    """Scribble masks are read as they are: a 16-bit mask of 0 / 1 (a grey
+    conversion scales it to 8 bits: all 0) and an RGBA mask whose transparent
+    pixels are not scribbled."""
+    rng = np.random.default_rng(4)
+    img = np.full((40, 60, 3), (200, 80, 40), np.uint8)
+    img[10:30, 20:45] = (40, 90, 210)
+    img = np.clip(img + rng.integers(0, 12, img.shape), 0, 255).astype(np.uint8)
+    cv2.imwrite(str(tmp_path / "img.png"), img)
+    forced = np.zeros((40, 60), bool)
+    forced[2:8, 2:58] = True  # background-coloured pixels said to be object
+    fg16 = forced.astype(np.uint16)  # 0 / 1 in 16 bits
+    cv2.imwrite(str(tmp_path / "fg16.png"), fg16)
+    rgba = np.zeros((40, 60, 4), np.uint8)
+    rgba[..., :3] = 255  # white everywhere, painted only where opaque
+    rgba[forced, 3] = 255
+    cv2.imwrite(str(tmp_path / "fga.png"), rgba)
+    for mask in ("fg16.png", "fga.png"):
+        rc, _, err = run(
+            ["segment", tmp_path / "img.png", "--rect", "15,1,35,35", "--fg",
+             tmp_path / mask, "-o", tmp_path / "m.png", "--backend", "cpu"],
+            capsys,
+        )  # fmt: skip
+        assert rc == 0, err
+        got = cv2.imread(str(tmp_path / "m.png"), cv2.IMREAD_GRAYSCALE) > 0
+        assert got[forced].all(), mask  # every scribbled pixel is object
+
+
+def test_overlay_of_a_huge_box(image, tmp_path, capsys):
+    """A box far beyond the picture is clipped (as grabcut clips it) when the
+    overlay draws it, not handed to OpenCV as numbers it cannot hold."""
+    for rect in ("0,0,99999999999999999999,5", "-2147483649,0,2147483700,20"):
+        rc, out, err = run(
+            ["segment", image, f"--rect={rect}", "-o", tmp_path / "m.png",
+             "--overlay", tmp_path / "o.png", "--backend", "cpu"],
+            capsys,
+        )  # fmt: skip
+        assert rc == 0, err
+        assert cv2.imread(str(tmp_path / "o.png")).shape == (24, 32, 3)
+
+
+def test_grey_sample_and_its_file_are_the_same_picture(tmp_path, capsys):
+    """Built-in samples load as files do, with three channels (camera is grey)."""
+    import skimage.data
+
+    small = skimage.data.camera()[::8, ::8]
+    path = tmp_path / "cam.png"
+    cv2.imwrite(str(path), small)
+    from vision_cuts.cli import _load_image
+
+    cam = _load_image("camera")
+    assert cam.shape == (512, 512, 3) and cam.dtype == np.uint8
+    np.testing.assert_array_equal(cam[..., 1], skimage.data.camera())
+    np.testing.assert_array_equal(_load_image(str(path)), np.dstack([small] * 3))
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["segment", "{image}", "-o", "{image}"], ["-o/--output", "is the input file"]),
+        (["segment", "{image}", "-o", "{tmp}/x.png", "--overlay", "{tmp}/./x.png"],
+         ["-o/--output and --overlay name the same file"]),
+        (["stereo", "{left}", "{right}", "--max-disparity", "4", "-o", "{tmp}/d.png",
+          "--png16", "{tmp}/d.png"], ["-o/--output and --png16"]),
+        (["flow", "{left}", "{right}", "--flo", "{right}"], ["--flo", "is the input"]),
+        (["maxflow", "{dimacs}", "--flow", "{dimacs}"], ["--flow", "is the input"]),
+        (["maxflow", "{dimacs}", "--flow", "{tmp}/a.txt", "--cut", "{tmp}/a.txt"],
+         ["--flow and --cut name the same file"]),
+    ],
+)  # fmt: skip
+def test_outputs_must_not_overwrite_inputs_or_each_other(
+    argv, words, image, pair, dimacs, tmp_path, capsys
+):
+    before = {p: p.read_bytes() for p in (image, *pair, dimacs)}
+    names = {"image": image, "left": pair[0], "right": pair[1], "dimacs": dimacs,
+             "tmp": tmp_path}  # fmt: skip
+    rc, _, err = run([a.format(**names) for a in argv] + ["--backend", "cpu"], capsys)
+    assert_error(rc, err, *words)
+    assert all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_picture_formats_and_channels(image, pair, tmp_path, capsys):
+    """A grey mask goes into a colour-only format (.ppm) as three equal channels; a
+    colour picture into a grey-only one (.pgm, .pbm) is refused before the work."""
+    rc, _, err = run(
+        ["segment", image, "-o", tmp_path / "m.ppm", "--backend", "cpu"], capsys
+    )
+    assert rc == 0, err
+    ppm = cv2.imread(str(tmp_path / "m.ppm"), cv2.IMREAD_UNCHANGED)
+    assert ppm.shape == (24, 32, 3) and (ppm[..., 0] == ppm[..., 2]).all()
+    for argv, words in (
+        (["segment", image, "--overlay", tmp_path / "o.pgm"], ["--overlay", "grey"]),
+        ([
+            "stereo", *pair, "--max-disparity", "4", "--colormap", "-o",
+            tmp_path / "d.pbm",
+        ], ["-o/--output", "colour picture"]),
+    ):  # fmt: skip
+        rc, _, err = run([*argv, "--backend", "cpu"], capsys)
+        assert_error(rc, err, *words)
+    rc, _, err = run(
+        ["stereo", *pair, "--max-disparity", "4", "-o", tmp_path / "d.pgm",
+         "--backend", "cpu"],
+        capsys,
+    )  # fmt: skip
+    assert rc == 0, err  # a grey disparity picture in a grey format
+
+
+class _Tty:
+    """A stderr that says it is a terminal and keeps what is written."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def test_progress_bar_and_log_lines(monkeypatch, capsys):
+    import logging
+
+    from vision_cuts.cli import _LogHandler, _Progress
+
+    # verbose into a file or pipe: a plain line a step, no carriage returns
+    plain = _Progress("grabcut", enabled=True)
+    plain(1, 3)
+    plain(3, 3)
+    plain.clear()
+    plain.close()
+    assert capsys.readouterr().err == "grabcut 1/3\ngrabcut 3/3\n"
+    # on a terminal: a log record starts a line of its own after an unfinished bar
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    bar = _Progress("grabcut", enabled=True)
+    handler = _LogHandler(tty)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "changed", None, None)
+    bar(1, 5)
+    handler.emit(record)
+    bar(2, 5)
+    bar.clear()
+    bar(5, 5)
+    handler.emit(record)
+    text = tty.text()
+    assert "1/5\nchanged\n\r" in text  # the record after the bar, on its own line
+    assert "2/5\r\033[K\r" in text  # cleared, then the bar again
+    assert text.endswith("5/5\nchanged\n")  # a finished bar ends its line itself
+    assert not _Progress.line_open
+
+
+def test_gui_without_display_or_with_a_bad_picture(tmp_path):
+    """Qt aborts the process where it finds no display: the command says why and
+    exits 1 instead; a picture that cannot be opened is an error before any window."""
+    pytest.importorskip("PyQt5")
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}  # fmt: skip
+    code = "from vision_cuts.cli import main; main(['gui', 'coffee'])"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("error: cannot start the GUI: no display")
+    assert "Traceback" not in proc.stderr
+    from vision_cuts.apps.app import _first_picture
+
+    text = tmp_path / "x.png"
+    text.write_text("not a picture")
+    for arg, words in (
+        ("sample:nope", "unknown sample 'nope'"),
+        (str(tmp_path / "missing.png"), "no such picture file"),
+        (str(text), "cannot read image"),
+    ):
+        with pytest.raises(SystemExit, match=words):
+            _first_picture(arg)
+    img, name = _first_picture("sample:camera")
+    assert name == "camera" and img.shape == (512, 512)

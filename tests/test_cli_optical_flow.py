@@ -214,3 +214,22 @@ def test_extreme_option_values_run(small_pair, tmp_path, capsys, options):
 def test_bad_option_values(small_pair, options, words):
     with pytest.raises(SystemExit, match=words):
         main(["flow", *small_pair, "--backend", "cpu", *options])
+
+
+def test_written_video_is_read_back(tmp_path):
+    """OpenCV's video writer reports no failure (a full disk leaves a file nothing
+    can play): the command reads the file back, and one short of its frames is an
+    error that removes it."""
+    from vision_cuts.cli_optical_flow import _check_written
+
+    good = tmp_path / "good.avi"
+    _write_video(good, _frames(6, (32, 48)), "MJPG")
+    _check_written(str(good), 6)
+    assert good.exists()
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(SystemExit, match="cut.avi.*-o/--output.*removed it"):
+        _check_written(str(cut), 6)
+    assert not cut.exists()
+    with pytest.raises(SystemExit, match="holds 6 of the 7 frames|does not read back"):
+        _check_written(str(good), 7)

@@ -926,3 +926,32 @@ def test_integer_scale_beyond_float_precision():
 def test_more_named_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_cli_maxflow_flow_lines_follow_the_file(tmp_path, capsys):
+    """``--flow`` writes a line for each arc of the file that carries flow, in file
+    order: parallel arcs each within their own capacity (not one merged line above
+    both), a self-loop none; the summary counts the file's arcs."""
+    from vision_cuts.cli import main
+
+    path = tmp_path / "p.max"
+    path.write_text(
+        "p max 3 6\nn 1 s\nn 3 t\na 1 2 5\na 2 2 4\na 1 2 4\na 2 3 7\na 1 3 1\n"
+        "a 3 1 2\n"
+    )
+    out = tmp_path / "flow.txt"
+    assert main(["maxflow", str(path), "--backend", "cpu", "--flow", str(out)]) == 0
+    assert "(3 nodes, 6 arcs)" in capsys.readouterr().out
+    lines = out.read_text().splitlines()
+    assert lines[0] == "s 8"
+    arcs = [tuple(int(v) for v in ln.split()[1:]) for ln in lines[1:]]
+    caps = {0: 5, 2: 4, 3: 7, 4: 1}  # file arcs that can carry flow
+    file_arcs = [(1, 2), (2, 2), (1, 2), (2, 3), (1, 3), (3, 1)]
+    pos, flows = 0, {}
+    for u, v, x in arcs:  # in file order: match each line to the next such arc
+        while file_arcs[pos] != (u, v):
+            pos += 1
+        flows[pos] = x
+        pos += 1
+    assert all(0 < x <= caps[i] for i, x in flows.items())
+    assert flows[3] == 7 and flows[4] == 1 and flows[0] + flows.get(2, 0) == 7

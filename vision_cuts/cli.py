@@ -23,7 +23,8 @@ _COMMAND_MODULES: tuple[str, ...] = ("cli_gui", "cli_maxflow", "cli_optical_flow
 
 
 def _load_image(spec: str) -> np.ndarray:
-    """An image file, or a built-in scikit-image picture named ``sample:NAME``."""
+    """An image file, or a built-in scikit-image picture named ``sample:NAME``: RGB,
+    (H, W, 3) uint8 either way."""
     if spec.startswith("sample:") or spec in SAMPLES:
         import skimage.data
 
@@ -31,7 +32,8 @@ def _load_image(spec: str) -> np.ndarray:
         if name not in SAMPLES:
             raise SystemExit(f"error: unknown sample {name!r}; choose from {SAMPLES}")
         img = getattr(skimage.data, name)()
-        return img
+        # as an image file is read: three channels (camera is grey)
+        return np.stack([img] * 3, axis=-1) if img.ndim == 2 else img[..., :3]
     import cv2
 
     try:
@@ -78,9 +80,13 @@ def overlay(
         m.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
     )
     cv2.drawContours(out, contours, -1, (255, 230, 0), 2)
-    if rect is not None:
-        x, y, w, h = rect
-        cv2.rectangle(out, (x, y), (x + w - 1, y + h - 1), (255, 60, 60), 2)
+    if rect is not None:  # the box's part inside the picture (as grabcut clips it)
+        x, y, w, h = (int(v) for v in rect)
+        rows, cols = out.shape[:2]
+        x0, y0 = max(x, 0), max(y, 0)
+        x1, y1 = min(x + w, cols) - 1, min(y + h, rows) - 1
+        if x0 <= x1 and y0 <= y1:
+            cv2.rectangle(out, (x0, y0), (x1, y1), (255, 60, 60), 2)
     if fg is not None:
         out[fg] = (40, 220, 40)
     if bg is not None:
@@ -90,6 +96,8 @@ def overlay(
 
 #: extensions whose OpenCV writers keep 16-bit integers (``stereo --png16``)
 _EXT_16BIT = (".png", ".tif", ".tiff", ".pgm", ".pnm")
+#: formats of one grey channel (OpenCV's writers refuse a colour picture there)
+_EXT_GREY = (".pgm", ".pbm")
 
 
 def _cannot_write(path: str, option: str, reason: str) -> SystemExit:
@@ -104,10 +112,11 @@ def _extension(path: str) -> str:
 def _check_output(path: str | None, option: str, kind: str = "file") -> None:
     """Fail before the long work on an output path that cannot be written.
 
-    ``kind`` is ``"file"`` (any file), ``"image"`` (a picture ``cv2.imwrite`` can
-    write), ``"image16"`` (a 16-bit one) or ``"video"``. An empty name, a directory,
-    a missing or read-only parent directory and an extension OpenCV has no writer for
-    are errors that name the option.
+    ``kind`` is ``"file"`` (any file), ``"image"`` (a grey 8-bit picture
+    ``cv2.imwrite`` can write), ``"colour"`` (a colour one), ``"image16"`` (a grey
+    16-bit one) or ``"video"``. An empty name, a directory, a missing or read-only
+    parent directory and an extension OpenCV has no writer for (or none for this
+    kind of picture) are errors that name the option.
     """
     if path is None:
         return
@@ -123,7 +132,7 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
         raise _cannot_write(path, option, f"the directory {parent!r} is not writable")
     if kind == "video":
         _check_video_extension(path, option)
-    if kind not in ("image", "image16"):
+    if kind not in ("image", "colour", "image16"):
         return
     import cv2
 
@@ -138,6 +147,13 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
             option,
             f"unknown image format: OpenCV has no writer for the extension {ext!r}; "
             "use .png, .jpg, .tif or .bmp",
+        )
+    if kind == "colour" and ext.lower() in _EXT_GREY:
+        raise _cannot_write(
+            path,
+            option,
+            f"a {ext!r} image holds one grey channel and this is a colour picture; "
+            "use .png, .jpg, .ppm or .tif",
         )
     if kind == "image16" and ext.lower() not in _EXT_16BIT:
         raise _cannot_write(
@@ -168,6 +184,33 @@ def _check_video_extension(path: str, option: str) -> None:
         )
 
 
+def _check_distinct(outputs: list, inputs: list) -> None:
+    """Each output ``(path, option)`` its own file, and none of them an input file
+    (which writing would destroy before, or instead of, the result)."""
+    seen: dict[str, str] = {}
+    for path, option in outputs:
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise SystemExit(
+                f"error: {seen[key]} and {option} name the same file {path!r}; give "
+                "each output a file of its own"
+            )
+        seen[key] = option
+        for src in inputs:
+            if not src or not os.path.isfile(src):
+                continue
+            same = os.path.realpath(src) == key
+            if not same and os.path.exists(path):
+                same = os.path.samefile(src, path)
+            if same:
+                raise SystemExit(
+                    f"error: {option} {path!r} is the input file {src!r}; writing "
+                    "it would overwrite the input"
+                )
+
+
 @contextlib.contextmanager
 def _writing(path: str, option: str) -> Iterator[None]:
     """Turn an ``OSError`` while writing ``path`` into ``error: cannot write ...``."""
@@ -181,6 +224,8 @@ def _write_image(path: str, img: np.ndarray, option: str) -> None:
     """``cv2.imwrite`` that ends in ``error: cannot write ...`` when it fails."""
     import cv2
 
+    if img.ndim == 2 and _extension(path).lower() == ".ppm":  # colour only
+        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     try:
         ok = cv2.imwrite(path, img)
     except cv2.error as exc:  # e.g. no writer for the extension
@@ -207,26 +252,42 @@ def _load_mask(path: str | None, shape: tuple, what: str):
         return None
     import cv2
 
-    m = cv2.imread(path, cv2.IMREAD_GRAYSCALE)
+    # unchanged: a grey conversion would scale 16 bits to 8 (1 -> 0) and drop alpha
+    m = cv2.imread(path, cv2.IMREAD_UNCHANGED)
     if m is None:
         raise SystemExit(f"error: cannot read {what} mask {path!r}")
-    if m.shape != shape:
+    if m.shape[:2] != shape:
         raise SystemExit(
             f"error: the {what} mask {path!r} is {m.shape[1]}x{m.shape[0]}, the image "
             f"{shape[1]}x{shape[0]}"
         )
-    return m > 0
+    if m.ndim == 2:
+        return m > 0
+    painted = (m[..., :3] > 0).any(axis=-1)
+    if m.shape[2] == 4:  # transparent pixels are not painted
+        painted &= m[..., 3] > 0
+    return painted
 
 
 class _Progress:
-    """A one-line progress bar on stderr (only when it is a terminal, or verbose)."""
+    """Progress on stderr where ``enabled``: a one-line bar on a terminal, else (a
+    verbose run into a file or pipe) a plain line a step."""
+
+    #: a bar stands unfinished on the terminal's current line (shared by all bars,
+    #: so that a log record or a bar's ``clear`` starts a line of its own)
+    line_open = False
 
     def __init__(self, label: str, enabled: bool) -> None:
         self.label = label
         self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled:
+            return
+        if not self.tty:
+            sys.stderr.write(f"{self.label} {done}/{total}\n")
+            sys.stderr.flush()
             return
         width = 24
         fill = int(width * done / max(total, 1))
@@ -235,10 +296,31 @@ class _Progress:
             f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}{end}"
         )
         sys.stderr.flush()
+        _Progress.line_open = done < total
+
+    def clear(self) -> None:
+        """Erase an unfinished bar, so that the next line takes its place."""
+        if self.tty and _Progress.line_open:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            _Progress.line_open = False
 
     def close(self) -> None:
-        if self.enabled:
+        """End an unfinished bar's line (the work stopped before its total)."""
+        if self.tty and _Progress.line_open:
             sys.stderr.write("\n")
+            sys.stderr.flush()
+            _Progress.line_open = False
+
+
+class _LogHandler(logging.StreamHandler):
+    """Log records on stderr, each on a line of its own after an unfinished bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _Progress.line_open:
+            self.stream.write("\n")
+            _Progress.line_open = False
+        super().emit(record)
 
 
 def _cmd_segment(args: argparse.Namespace) -> int:
@@ -249,7 +331,11 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         return cli_many.segment(args)
 
     _check_output(args.output, "-o/--output", "image")
-    _check_output(args.overlay, "--overlay", "image")
+    _check_output(args.overlay, "--overlay", "colour")
+    _check_distinct(
+        [(args.output, "-o/--output"), (args.overlay, "--overlay")],
+        [args.image, args.fg, args.bg],
+    )
     image = _load_image(args.image)
     h, w = image.shape[:2]
     fg = _load_mask(args.fg, (h, w), "foreground")
@@ -336,9 +422,13 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
     if cli_many.wanted(args):
         return cli_many.stereo(args)
 
-    _check_output(args.output, "-o/--output", "image")
+    _check_output(args.output, "-o/--output", "colour" if args.colormap else "image")
     _check_output(args.png16, "--png16", "image16")
     _check_output(args.pfm, "--pfm")
+    _check_distinct(
+        [(args.output, "-o/--output"), (args.png16, "--png16"), (args.pfm, "--pfm")],
+        [args.left, args.right],
+    )
     if args.left in ("motorcycle", "sample:motorcycle"):
         if args.right is not None:
             raise SystemExit(
@@ -416,9 +506,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("-o", "--output", help="write the mask (PNG, 255 = object)")
     s.add_argument("--overlay", help="write an overlay picture (PNG)")
-    s.add_argument("--fg", help="foreground scribbles: mask image, nonzero = object")
     s.add_argument(
-        "--bg", help="background scribbles: mask image, nonzero = background"
+        "--fg",
+        help="foreground scribbles: mask image (any depth), nonzero = object; "
+        "transparent pixels of an RGBA mask are not scribbled",
+    )
+    s.add_argument(
+        "--bg", help="background scribbles: mask image as --fg, nonzero = background"
     )
     s.add_argument("--iterations", type=int, default=5)
     s.add_argument(
@@ -478,7 +572,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vision-cuts`` command."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[_LogHandler()],
     )
     from .exceptions import VisionCutsError
 

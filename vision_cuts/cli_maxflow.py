@@ -9,12 +9,13 @@ import numpy as np
 
 
 def _cmd_maxflow(args: argparse.Namespace) -> int:
-    from .cli import _check_output, _writing
+    from .cli import _check_distinct, _check_output, _writing
     from .dimacs import read_dimacs
     from .graph import maximum_flow
 
     _check_output(args.flow, "--flow")
     _check_output(args.cut, "--cut")
+    _check_distinct([(args.flow, "--flow"), (args.cut, "--cut")], [args.file])
     t0 = time.perf_counter()
     try:
         graph, source, sink = read_dimacs(args.file)
@@ -42,19 +43,21 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
     sink_side = int(res.labels.sum())
     print(
         f"max flow {res.value} from node {source + 1} to node {sink + 1} "
-        f"({graph.num_nodes} nodes, {int((graph.capacity > 0).sum())} arcs): "
+        f"({graph.num_nodes} nodes, {graph.edge_arc.shape[0]} arcs): "
         f"read {t1 - t0:.2f} s, solved in {t2 - t1:.3f} s on {res.stats['backend']}; "
         f"min cut: {graph.num_nodes - sink_side} source-side / {sink_side} sink-side "
         "nodes"
     )
-    if args.flow:
-        pos = res.flow > 0
-        tails = graph.tails[pos] + 1
-        heads = graph.heads[pos] + 1
+    if args.flow:  # a line for each arc of the file that carries flow, in file order
+        per_arc = graph.edge_flow(res.flow)
+        pos = np.flatnonzero(per_arc > 0)
+        arcs = graph.edge_arc[pos]
+        tails = graph.tails[arcs] + 1
+        heads = graph.heads[arcs] + 1
         with _writing(args.flow, "--flow"), open(args.flow, "w", encoding="ascii") as f:
             f.write(f"s {res.value}\n")
             for u, v, x in zip(
-                tails.tolist(), heads.tolist(), res.flow[pos].tolist(), strict=True
+                tails.tolist(), heads.tolist(), per_arc[pos].tolist(), strict=True
             ):
                 f.write(f"f {u} {v} {x}\n")
     if args.cut:
@@ -76,6 +79,10 @@ def add_parser(subparsers) -> None:
         help="active-node selection of the CPU solver",
     )
     p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
-    p.add_argument("--flow", help="write the flow (DIMACS 's' and 'f u v x' lines)")
+    p.add_argument(
+        "--flow",
+        help="write the flow: DIMACS 's' and 'f u v x' lines, one for each arc of the "
+        "file that carries flow, in file order",
+    )
     p.add_argument("--cut", help="write the source-side nodes (1-based, one a line)")
     p.set_defaults(func=_cmd_maxflow)

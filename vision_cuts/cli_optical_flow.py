@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .cli import (
+    _check_distinct,
     _check_output,
     _cv2_reason,
     _load_image,
@@ -72,7 +73,11 @@ def add_parser(subparsers) -> None:
     f.add_argument("--detector", choices=DETECTORS, default="fast-brief")
     f.add_argument("--max-features", type=int, default=3000)
     f.add_argument(
-        "--search-radius", type=float, default=40.0, help="largest displacement (px)"
+        "--search-radius",
+        type=float,
+        default=40.0,
+        help="largest displacement (px) of the first, global matching; the local pass "
+        "after it may follow the local motion up to 6 px further",
     )
     f.add_argument(
         "--max-frames",
@@ -174,9 +179,13 @@ def _cmd_flow(args: argparse.Namespace) -> int:
     pair = len(args.inputs) == 2
     if not pair and (args.color is not None or args.flo is not None):
         raise SystemExit("error: --color and --flo are for an image pair")
-    _check_output(args.output, "-o/--output", "image" if pair else "video")
-    _check_output(args.color, "--color", "image")
+    _check_output(args.output, "-o/--output", "colour" if pair else "video")
+    _check_output(args.color, "--color", "colour")
     _check_output(args.flo, "--flo")
+    _check_distinct(
+        [(args.output, "-o/--output"), (args.color, "--color"), (args.flo, "--flo")],
+        list(args.inputs),
+    )
     return _pair(args) if pair else _video(args)
 
 
@@ -259,6 +268,37 @@ def _open_writer(args: argparse.Namespace, fps: float, size: tuple):
     return writer
 
 
+def _check_written(path: str, frames: int) -> None:
+    """The video written to ``path`` reads back to its last frame: OpenCV's writer
+    reports no failure of its own (on a full disk it leaves a file that nothing can
+    play, and the command would end as if it had written it)."""
+    import cv2
+
+    with _quiet_stderr():
+        cap = cv2.VideoCapture(path)
+        try:
+            ok = cap.isOpened()
+            count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) if ok else 0
+            if ok and frames > 1:
+                cap.set(cv2.CAP_PROP_POS_FRAMES, frames - 1)
+            ok = ok and cap.read()[0]
+        finally:
+            cap.release()
+    if not ok or 0 < count < frames:
+        with contextlib.suppress(OSError):  # nothing can play it
+            os.remove(path)
+        if 0 < count < frames:
+            why = f"it holds {count} of the {frames} frames written"
+        elif count:
+            why = f"its last frame ({frames}) does not read back"
+        else:
+            why = "it does not read back"
+        raise SystemExit(
+            f"error: cannot write video {path!r} (-o/--output): {why} (is the disk "
+            "full?); removed it"
+        )
+
+
 def _video(args: argparse.Namespace) -> int:
     import cv2
 
@@ -335,9 +375,7 @@ def _video(args: argparse.Namespace) -> int:
                 writer.write(cv2.cvtColor(pic, cv2.COLOR_RGB2BGR))
             done += 1
             matches += len(res.points)
-            if progress.enabled and pairs:
-                sys.stderr.write("\r\033[K")  # the summary line replaces the bar
-                sys.stderr.flush()
+            progress.clear()  # the summary line replaces the bar
             print(f"frame {done - 1}->{done}: {_summary(res, dt)}", flush=True)
             if pairs:
                 progress(min(done, pairs), pairs)
@@ -354,6 +392,8 @@ def _video(args: argparse.Namespace) -> int:
         progress.close()
     if done == 0 or prev is None:
         raise SystemExit(f"error: video {path!r} has fewer than two frames")
+    if writer is not None:
+        _check_written(args.output, done)
     total = time.perf_counter() - t_start
     h, w = prev.shape[:2]
     print(
