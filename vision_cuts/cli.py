@@ -36,6 +36,9 @@ def _load_image(spec: str) -> np.ndarray:
         return np.stack([img] * 3, axis=-1) if img.ndim == 2 else img[..., :3]
     import cv2
 
+    if not os.path.isfile(spec):  # (OpenCV would log a warning of its own first)
+        why = "it is a directory" if os.path.isdir(spec) else "no such file"
+        raise SystemExit(f"error: cannot read image {spec!r}: {why}")
     try:
         img = cv2.imread(spec, cv2.IMREAD_COLOR)
     except cv2.error as exc:
