@@ -118,3 +118,47 @@ def test_pfm_and_flo_checks(tmp_path):
     for bad in ("no", 2, None):
         with pytest.raises(TypeError, match="unknown_as_nan must be True or False"):
             read_flo(tmp_path / "f.flo", unknown_as_nan=bad)
+
+
+def test_read_pfm_of_a_file_without_line_ends(tmp_path):
+    """A file that is no PFM may hold no line end: its first "line" is not read
+    whole into memory and the error does not quote it."""
+    path = tmp_path / "x.pfm"
+    path.write_bytes(b"PF" + b"x" * 200_000)
+    with pytest.raises(ValueError, match="not a PFM file") as info:
+        read_pfm(path)
+    assert len(str(info.value)) < 300
+    path.write_bytes(b"Pf\n" + b"7" * 200_000)
+    with pytest.raises(ValueError, match="header line longer than 4096") as info:
+        read_pfm(path)
+    assert len(str(info.value)) < 300
+    path.write_bytes(b"Pf\r\n# a comment\r\n2 1\r\n-1.0\r\n" + b"\0" * 8)  # CRLF
+    np.testing.assert_array_equal(read_pfm(path), np.zeros((1, 2), np.float32))
+
+
+def test_read_flo_nan_component_is_unknown(tmp_path):
+    """A pixel stored as (NaN, 1) is unknown as a whole with unknown_as_nan."""
+    path = tmp_path / "f.flo"
+    data = np.array([[[np.nan, 1.0], [2.0, 3.0]]], "<f4")
+    path.write_bytes(struct.pack("<fii", 202021.25, 2, 1) + data.tobytes())
+    got = read_flo(path, unknown_as_nan=True)
+    assert np.isnan(got[0, 0]).all()
+    np.testing.assert_array_equal(got[0, 1], [2.0, 3.0])
+
+
+def test_visualise_arguments_beyond_float64_and_unsized_colours():
+    from vision_cuts import draw_flow_arrows, flow_to_color
+
+    img = np.zeros((5, 5), np.uint8)
+    with pytest.raises(ValueError, match="max_magnitude must be a finite number"):
+        flow_to_color(np.zeros((2, 2, 2)), max_magnitude=10**400)
+    with pytest.raises(ValueError, match="scale must be a finite number"):
+        draw_flow_arrows(img, [[1, 1]], [[1, 1]], scale=10**400)
+    with pytest.raises(ValueError, match=r"color must have 3 values"):
+        draw_flow_arrows(img, [[1, 1]], [[1, 1]], color=np.array(5))
+
+
+def test_write_pfm_beyond_float32(tmp_path):
+    path = tmp_path / "d.pfm"
+    write_pfm(path, np.array([[1e300, -1e300, 2.0]]))  # no overflow warning (error)
+    np.testing.assert_array_equal(read_pfm(path), [[np.inf, -np.inf, 2.0]])

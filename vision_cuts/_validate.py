@@ -116,7 +116,10 @@ def check_number(value: Any, name: str, low: float | None = None,
     ):
         raise TypeError(f"{name} must be a number, got {value!r} "
                         f"({type(value).__name__})")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # a Python int beyond float64
+        v = float("inf") if value > 0 else float("-inf")
     bad = not np.isfinite(v)
     if low is not None:
         bad = bad or (v <= low if above else v < low)

@@ -26,7 +26,8 @@ def write_pfm(path: str | os.PathLike, image: Any) -> None:
     path : str or path-like
         Output file.
     image : ndarray, shape (M, N) or (M, N, 3)
-        Values are stored as float32 (NaN and infinity are kept).
+        Values are stored as float32 (NaN and infinity are kept; values beyond
+        float32's range become infinite).
     """
     img = np.asarray(regular_array(image, "image"))
     if img.ndim == 3 and img.shape[-1] == 3:
@@ -37,26 +38,43 @@ def write_pfm(path: str | os.PathLike, image: Any) -> None:
         raise ValueError(f"image must be (M, N) or (M, N, 3), got shape {img.shape}")
     if img.dtype.kind not in "fiub":
         raise TypeError(f"image must be numeric, got dtype {img.dtype}")
-    data = np.flipud(img.astype("<f4"))  # PFM stores the bottom row first
+    with np.errstate(over="ignore"):  # beyond float32: infinite, as documented
+        data = np.flipud(img.astype("<f4"))  # PFM stores the bottom row first
     with open(path, "wb") as f:
         f.write(tag + b"\n%d %d\n-1.0\n" % (img.shape[1], img.shape[0]))
         f.write(np.ascontiguousarray(data).tobytes())
 
 
+#: the longest PFM header line read (a file that is no PFM may hold no line end)
+_PFM_LINE = 4096
+
+
+def _pfm_line(f: BinaryIO, name: str) -> bytes:
+    """One header line of a PFM file, at most ``_PFM_LINE`` bytes."""
+    line = f.readline(_PFM_LINE + 1)
+    if len(line) > _PFM_LINE:
+        raise ValueError(
+            f"{name!r} is not a PFM file (a header line longer than {_PFM_LINE} "
+            f"bytes, starting {line[:16]!r})"
+        )
+    return line
+
+
 def read_pfm(path: str | os.PathLike) -> np.ndarray:
     """Read a PFM file into a float32 array, (M, N) or (M, N, 3), top row first."""
+    name = os.fspath(path)
     with open(path, "rb") as f:
-        tag = f.readline().strip()
+        tag = _pfm_line(f, name).strip()
         if tag not in (b"PF", b"Pf"):
-            raise ValueError(f"{os.fspath(path)!r} is not a PFM file (header {tag!r})")
-        dims = f.readline().split()
+            raise ValueError(f"{name!r} is not a PFM file (header {tag[:16]!r})")
+        dims = _pfm_line(f, name).split()
         while dims and dims[0].startswith(b"#"):
-            dims = f.readline().split()
+            dims = _pfm_line(f, name).split()
         try:
             width, height = int(dims[0]), int(dims[1])
-            scale = float(f.readline().strip())
+            scale = float(_pfm_line(f, name).strip())
         except (IndexError, ValueError):
-            raise ValueError(f"{os.fspath(path)!r}: malformed PFM header") from None
+            raise ValueError(f"{name!r}: malformed PFM header") from None
         if not np.isfinite(scale) or scale == 0:
             # its sign gives the byte order: 0 and NaN give none
             raise ValueError(
@@ -154,7 +172,8 @@ def read_flo(path: str | os.PathLike, *, unknown_as_nan: bool = False) -> np.nda
     """Read a Middlebury ``.flo`` file into a float32 (M, N, 2) array of ``(u, v)``.
 
     Unknown flow is stored as huge values (|value| > 1e9, ``FLO_UNKNOWN``); with
-    ``unknown_as_nan=True`` both components of such pixels become NaN.
+    ``unknown_as_nan=True`` both components of such pixels (and of pixels with a NaN
+    component) become NaN.
 
     Raises
     ------
@@ -184,5 +203,6 @@ def read_flo(path: str | os.PathLike, *, unknown_as_nan: bool = False) -> np.nda
         )
     flow = data.reshape(height, width, 2).astype(np.float32)
     if unknown_as_nan:
-        flow[(np.abs(flow) > FLO_UNKNOWN).any(axis=-1)] = np.nan
+        unknown = (np.abs(flow) > FLO_UNKNOWN) | np.isnan(flow)
+        flow[unknown.any(axis=-1)] = np.nan
     return flow

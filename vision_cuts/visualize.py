@@ -248,7 +248,7 @@ def _check_color(color: Any) -> tuple:
             f"color must be an (r, g, b) tuple of numbers or None, got {color!r} "
             f"({type(color).__name__})"
         )
-    if len(color) != 3 or (isinstance(color, np.ndarray) and color.ndim != 1):
+    if (isinstance(color, np.ndarray) and color.ndim != 1) or len(color) != 3:
         raise ValueError(f"color must have 3 values (r, g, b), got {color!r}")
     return tuple(
         int(check_number(v, f"color[{i}]", 0, 255)) for i, v in enumerate(color)
