@@ -463,3 +463,21 @@ def test_gui_without_display_or_with_a_bad_picture(tmp_path):
             _first_picture(arg)
     img, name = _first_picture("sample:camera")
     assert name == "camera" and img.shape == (512, 512)
+
+
+def test_failed_picture_write_keeps_the_old_file(image, tmp_path, capsys, monkeypatch):
+    """A writer that fails part way (a full disk) leaves the file it would have
+    replaced as it was, and nothing half-written beside it."""
+    target = tmp_path / "m.png"
+    target.write_bytes(b"old")
+
+    def half(path, img):
+        with open(path, "wb") as f:
+            f.write(b"half")
+        return False
+
+    monkeypatch.setattr(cv2, "imwrite", half)
+    rc, _, err = run(["segment", image, "-o", target, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "cannot write", "-o/--output")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png", "m.png"]

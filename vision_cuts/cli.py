@@ -229,10 +229,21 @@ def _write_image(path: str, img: np.ndarray, option: str) -> None:
 
     if img.ndim == 2 and _extension(path).lower() == ".ppm":  # colour only
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+    # into a file beside it first: a write that fails (a full disk) leaves what
+    # was at ``path`` as it was, and no half-written picture there
+    folder, base = os.path.split(path)
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.part{_extension(path)}")
     try:
-        ok = cv2.imwrite(path, img)
+        ok = cv2.imwrite(tmp, img)
+        if ok:
+            os.replace(tmp, path)
     except cv2.error as exc:  # e.g. no writer for the extension
         raise _cannot_write(path, option, f"OpenCV: {_cv2_reason(exc)}") from None
+    except OSError as exc:
+        raise _cannot_write(path, option, exc.strerror or str(exc)) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
     if not ok:
         reason = "OpenCV's image writer failed"
         parent = os.path.dirname(path) or "."
