@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -21,6 +22,8 @@ from PyQt5.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from vision_cuts.cli import imwrite_replacing
 
 # ---- images ---------------------------------------------------------------------
 
@@ -47,7 +50,13 @@ def load_image(path: str) -> np.ndarray:
     """Read an image file as (M, N, 3) uint8 RGB; ValueError naming the file if not."""
     import cv2
 
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    try:
+        img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    except cv2.error as exc:  # e.g. a header claiming more than OpenCV's pixel limit
+        raise ValueError(
+            f"cannot read image {str(path)!r}: OpenCV refused it "
+            f"({exc.err or str(exc).strip()})"
+        ) from None
     if img is None:
         raise ValueError(
             f"cannot read image {str(path)!r}: not a picture OpenCV can decode "
@@ -56,18 +65,45 @@ def load_image(path: str) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
 
 
+_GREY_ONLY = (".pgm", ".pbm")  # OpenCV writes these from one grey channel only
+
+
 def save_image(path: str, picture: np.ndarray) -> None:
-    """Write an RGB or grey uint8 picture; ValueError naming the file on failure."""
+    """Write an RGB or grey uint8 picture; ValueError naming the file on failure.
+
+    The picture goes to a temporary file in the same folder first and then replaces
+    ``path``, so a failed write leaves an existing file as it was. A grey picture is
+    written to ``.ppm`` as three equal channels; a colour picture is refused for
+    ``.pgm`` and ``.pbm``, which hold one grey channel.
+    """
     import cv2
 
-    img = picture if picture.ndim == 2 else cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)
+    path = str(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    ext = os.path.splitext(path)[1]
+    kind = "grey" if picture.ndim == 2 else "colour"
+    if picture.ndim == 2:
+        img = picture
+    else:
+        if ext.lower() in _GREY_ONLY:
+            raise ValueError(
+                f"cannot write {path!r}: a {ext} file holds one grey channel, got a "
+                f"colour picture of shape {picture.shape}; use .png or .ppm"
+            )
+        img = cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)
     try:
-        ok = cv2.imwrite(str(path), img)
-    except cv2.error:
-        ok = False
+        ok = imwrite_replacing(path, img)
+    except cv2.error as exc:
+        raise ValueError(
+            f"cannot write {path!r}: OpenCV refused it ({exc.err or str(exc).strip()})"
+        ) from None
+    except OSError as exc:
+        raise ValueError(f"cannot write {path!r}: {exc.strerror or exc}") from None
     if not ok:
         raise ValueError(
-            f"cannot write {str(path)!r}: check the folder and the extension (.png)"
+            f"cannot write {path!r}: OpenCV could not write a {kind} picture of "
+            f"shape {picture.shape} as {ext or 'a file without extension'} into "
+            f"{folder!r}; check that the folder is writable, or use .png"
         )
 
 
@@ -271,10 +307,12 @@ class Job(QObject):
 
     ``callback(done, total)`` reports progress and raises :class:`Cancelled` once
     :meth:`cancel` was called, so a solver that reports progress stops at its next
-    step. Exactly one of ``succeeded(result)`` / ``failed(exception)`` is emitted,
-    unless the job was cancelled.
+    step. ``started()`` is emitted when the worker takes the job up; exactly one of
+    ``succeeded(result)`` / ``failed(exception)`` is emitted, unless the job was
+    cancelled.
     """
 
+    started = pyqtSignal()
     progressed = pyqtSignal(int, int)
     succeeded = pyqtSignal(object)
     failed = pyqtSignal(object)
@@ -290,6 +328,7 @@ class Job(QObject):
         self.on_done = on_done
         self.label = label
         self.started_at = time.perf_counter()
+        self.waiting = False  # queued behind a cancelled job that is still running
         self._cancel = threading.Event()
 
     def cancel(self) -> None:
@@ -309,6 +348,7 @@ class Job(QObject):
         if self._cancel.is_set():
             return
         self.started_at = time.perf_counter()
+        self.started.emit()
         try:
             result = self._fn(self._callback)
         except Cancelled:
@@ -326,35 +366,51 @@ class Runner:
 
     Keeping the same thread matters: the solvers keep per-thread state between calls
     (on the GPU, the buffers and CUDA graphs of the last grid shape), so the stroke
-    after a stroke does not pay the set-up again.
+    after a stroke does not pay the set-up again. The thread is a daemon: a solve
+    still running when the application quits does not keep the process alive.
     """
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self.running: Job | None = None  # the job the worker is executing now
 
     def submit(self, job: Job) -> None:
         if self._thread is None or not self._thread.is_alive():
+            self._queue = queue.SimpleQueue()
             self._thread = threading.Thread(
-                target=self._loop, name=self._name, daemon=True
+                target=self._loop, args=(self._queue,), name=self._name, daemon=True
             )
             self._thread.start()
         self._queue.put(job)
 
-    def _loop(self) -> None:
+    def _loop(self, jobs: queue.SimpleQueue) -> None:
         while True:
-            job = self._queue.get()
+            job = jobs.get()
             if job is None:
                 return
-            job.execute()
+            self.running = job
+            try:
+                job.execute()
+            finally:
+                if self.running is job:
+                    self.running = None
 
     def stop(self, timeout: float | None = 30.0) -> None:
-        """Finish after the queued jobs (cancel them first) and join the thread."""
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(timeout)
+        """Finish after the queued jobs (cancel them first) and join the thread.
+
+        ``timeout`` is how long to wait for the thread, in seconds (None: until it
+        ends; 0: not at all, the thread ends by itself after its jobs). A later
+        :meth:`submit` starts a new thread with a queue of its own.
+        """
+        thread = self._thread
         self._thread = None
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            self._queue = queue.SimpleQueue()
+            if timeout is None or timeout > 0:
+                thread.join(timeout)
 
 
 class WorkerTab(QWidget):
@@ -420,13 +476,20 @@ class WorkerTab(QWidget):
         task = Job(fn, on_done, label)
         self._task = task
         # bound methods of this (GUI-thread) object: the signals arrive queued
+        task.started.connect(self._on_started)
         task.progressed.connect(self._on_progress)
         task.succeeded.connect(self._on_succeeded)
         task.failed.connect(self._on_failed)
         self.progress.setRange(0, 0)  # indeterminate until the first report
         self.progress.setVisible(True)
         self.cancel_button.setEnabled(True)
-        self.statusMessage.emit(label + " ...")
+        behind = self._runner.running
+        if behind is not None and behind.cancelled:
+            # a solver without progress reports cannot stop: it finishes first
+            task.waiting = True
+            self.statusMessage.emit(f"{label}: waiting, finishing the cancelled job...")
+        else:
+            self.statusMessage.emit(label + " ...")
         self._runner.submit(task)
         return task
 
@@ -440,17 +503,34 @@ class WorkerTab(QWidget):
         self.statusMessage.emit("cancelled")
         self.jobFinished.emit("cancelled")
 
-    def shutdown(self) -> None:
-        """Cancel the job and stop the worker thread (before closing)."""
-        if self._task is not None:
-            self._task.cancel()
-        self._task = None
-        self._runner.stop()
+    def shutdown(self, timeout: float | None = 0.0) -> None:
+        """Cancel the job and end the worker thread after it (before closing).
+
+        By default this does not wait for a running solve, so closing never freezes
+        the window; the cancelled job's result is dropped. ``timeout`` is how long
+        to wait for the worker thread, in seconds (None: until it ends).
+        """
+        task = self._task
+        if task is not None:
+            task.cancel()
+            for signal in (task.started, task.progressed, task.succeeded, task.failed):
+                try:
+                    signal.disconnect()
+                except TypeError:  # nothing connected
+                    pass
+            self._idle()
+        self._runner.stop(timeout)
 
     def show_error(self, title: str, error: Any) -> QMessageBox:
         self.last_error = show_error(self, title, error)
         self.statusMessage.emit(f"error: {self.last_error.text()}")
         return self.last_error
+
+    def _on_started(self) -> None:
+        task = self.sender()
+        if task is self._task and task.waiting and not task.cancelled:
+            task.waiting = False
+            self.statusMessage.emit(task.label + " ...")
 
     def _on_progress(self, done: int, total: int) -> None:
         if self.sender() is not self._task:

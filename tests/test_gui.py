@@ -350,3 +350,198 @@ def test_cli_gui_command_and_entry_point():
     assert callable(main)
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert 'vision-cuts-gui = "vision_cuts.apps:main"' in pyproject
+
+
+def _png_claiming(path, width: int, height: int) -> None:
+    """A PNG file whose header claims ``width`` x ``height`` RGB pixels."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 10))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_picture_over_opencv_pixel_limit_is_an_error_message(window, tmp_path):
+    from vision_cuts.apps.app import _first_picture
+
+    huge = tmp_path / "huge.png"
+    _png_claiming(huge, 100_000, 100_000)  # past OpenCV's CV_IO_MAX_IMAGE_PIXELS
+    with pytest.raises(SystemExit, match=r"^error: cannot read image .*huge\.png"):
+        _first_picture(str(huge))
+    assert not window.segment.open_image(str(huge))
+    assert "huge.png" in window.segment.last_error.text()
+    assert window.segment.image is None and window.isVisible()
+
+
+def _segmented(window, qtbot, small_coffee):
+    tab = window.segment
+    tab.set_image(small_coffee, "coffee")
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.set_rect((30, 8, 91, 73))
+    assert done.args == ["done"]
+    return tab
+
+
+def test_failed_save_keeps_the_existing_file(
+    window, qtbot, small_coffee, tmp_path, monkeypatch
+):
+    import cv2
+
+    tab = _segmented(window, qtbot, small_coffee)
+    path = tmp_path / "mask.png"
+    assert tab.save_overlay(str(path))
+    before = path.read_bytes()
+    assert len(before) > 0
+    real = cv2.imwrite
+
+    def half(name, img):  # a writer that fails part way (a full disk)
+        with open(name, "wb") as f:
+            f.write(b"half")
+        return False
+
+    monkeypatch.setattr(cv2, "imwrite", half)
+    assert not tab.save_mask(str(path))
+    assert "mask.png" in tab.last_error.text()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mask.png"]
+    monkeypatch.setattr(cv2, "imwrite", real)
+    # a successful save replaces the file
+    assert tab.save_mask(str(path))
+    assert path.read_bytes() != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mask.png"]
+
+
+def test_save_formats_with_one_or_three_channels(window, qtbot, small_coffee, tmp_path):
+    import cv2
+
+    tab = _segmented(window, qtbot, small_coffee)
+    # the grey mask as .ppm: three equal channels
+    assert tab.save_mask(str(tmp_path / "mask.ppm")), tab.last_error.text()
+    saved = cv2.imread(str(tmp_path / "mask.ppm"), cv2.IMREAD_UNCHANGED)
+    expected = tab.mask.astype(np.uint8) * 255
+    assert saved.shape == (*expected.shape, 3)
+    for c in range(3):
+        np.testing.assert_array_equal(saved[..., c], expected)
+    # the mask as .pgm stays one channel
+    assert tab.save_mask(str(tmp_path / "mask.pgm"))
+    saved = cv2.imread(str(tmp_path / "mask.pgm"), cv2.IMREAD_UNCHANGED)
+    np.testing.assert_array_equal(saved, expected)
+    # the colour overlay does not fit a .pgm or a .pbm file
+    for ext in (".pgm", ".pbm"):
+        assert not tab.save_overlay(str(tmp_path / f"overlay{ext}"))
+        text = tab.last_error.text()
+        assert f"overlay{ext}" in text and "one grey channel" in text
+        assert not (tmp_path / f"overlay{ext}").exists()
+    # where OpenCV raises, its reason is in the message
+    assert not tab.save_mask(str(tmp_path / "mask.unknown"))
+    assert "could not find a writer" in tab.last_error.text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mask.pgm", "mask.ppm"]
+
+
+def _gated_stereo(monkeypatch):
+    """Make the stereo tab's solver wait for a gate and ignore its callback, as a
+    solver without progress reports does; returns the gate, the calls made and the
+    library function."""
+    import threading
+
+    gate = threading.Event()
+    calls = []
+    real = vision_cuts.stereo_disparity
+
+    def stereo_disparity(left, right, **kw):
+        calls.append(left.shape)
+        if left.shape[1] > 30:
+            gate.wait(20)
+        kw["callback"] = None
+        return real(left, right, **kw)
+
+    monkeypatch.setattr(vision_cuts, "stereo_disparity", stereo_disparity)
+    return gate, calls, real
+
+
+def _pair(rng, width):
+    texture = rng.integers(0, 256, size=(12, width + 2, 3)).astype(np.uint8)
+    return (
+        np.ascontiguousarray(texture[:, 2:]),
+        np.ascontiguousarray(texture[:, :-2]),
+    )
+
+
+def test_closing_does_not_wait_for_a_running_solve(window, qtbot, rng, monkeypatch):
+    import threading
+    import time
+
+    gate, calls, real = _gated_stereo(monkeypatch)
+    tab = window.stereo
+    tab.set_pair(*_pair(rng, 40), "slow")
+    tab.scale_box.setCurrentText("full size")
+    tab.max_disp.setValue(4)
+    finished = []
+    tab.jobFinished.connect(finished.append)
+    tab.compute()
+    qtbot.waitUntil(lambda: len(calls) == 1, timeout=TIMEOUT_MS)
+    worker = next(t for t in threading.enumerate() if t.name.endswith("StereoTab"))
+    assert worker.daemon  # a solve still running does not keep the process alive
+
+    t0 = time.perf_counter()
+    window.close()
+    assert time.perf_counter() - t0 < 2.0
+    assert not tab.busy
+
+    gate.set()  # the solve ends; its result is dropped
+    worker.join(TIMEOUT_MS / 1000)
+    assert not worker.is_alive()
+    qtbot.wait(100)
+    assert finished == [] and tab.disparity is None
+
+
+def test_next_job_waits_for_a_cancelled_solve_visibly(window, qtbot, rng, monkeypatch):
+    window.show_tab("stereo")
+    gate, calls, real = _gated_stereo(monkeypatch)
+    tab = window.stereo
+    tab.set_pair(*_pair(rng, 40), "slow")
+    tab.scale_box.setCurrentText("full size")
+    tab.max_disp.setValue(4)
+    tab.compute()
+    qtbot.waitUntil(lambda: len(calls) == 1, timeout=TIMEOUT_MS)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.cancel()
+    assert done.args == ["cancelled"]
+
+    left, right = _pair(rng, 20)
+    tab.set_pair(left, right, "quick")
+    tab.scale_box.setCurrentText("full size")
+    tab.compute()
+    status = window.statusBar().currentMessage()
+    assert status == f"stereo ({tab.method_box.currentText()}): waiting, " + (
+        "finishing the cancelled job..."
+    )
+    assert tab.busy and tab.cancel_button.isEnabled()
+    qtbot.wait(200)
+    assert len(calls) == 1  # still behind the cancelled solve
+
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        gate.set()
+    assert done.args == ["done"]
+    assert (
+        window.statusBar()
+        .currentMessage()
+        .startswith(f"stereo ({tab.method_box.currentText()}): done in")
+    )
+    ref = real(
+        left,
+        right,
+        max_disparity=4,
+        method=tab.method_box.currentText(),
+        backend="cpu",
+    )
+    np.testing.assert_array_equal(tab.disparity, ref)

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -223,27 +224,40 @@ def _writing(path: str, option: str) -> Iterator[None]:
         raise _cannot_write(path, option, exc.strerror or str(exc)) from None
 
 
+def imwrite_replacing(path: str, img: np.ndarray) -> bool:
+    """``cv2.imwrite(path, img)`` (BGR or grey) into a file beside ``path``, moved
+    over it once written: a write that fails (a full disk) leaves what was at
+    ``path`` as it was, and nothing half-written. A grey picture goes into ``.ppm``
+    (colour only) as three equal channels; an existing file keeps its permissions.
+    False where the writer failed; ``cv2.error`` and ``OSError`` pass through."""
+    import cv2
+
+    if img.ndim == 2 and _extension(path).lower() == ".ppm":
+        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+    folder, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.part{_extension(path)}")
+    try:
+        if not cv2.imwrite(tmp, img):
+            return False
+        if os.path.exists(path):
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+
+
 def _write_image(path: str, img: np.ndarray, option: str) -> None:
     """``cv2.imwrite`` that ends in ``error: cannot write ...`` when it fails."""
     import cv2
 
-    if img.ndim == 2 and _extension(path).lower() == ".ppm":  # colour only
-        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
-    # into a file beside it first: a write that fails (a full disk) leaves what
-    # was at ``path`` as it was, and no half-written picture there
-    folder, base = os.path.split(path)
-    tmp = os.path.join(folder, f".{base}.{os.getpid()}.part{_extension(path)}")
     try:
-        ok = cv2.imwrite(tmp, img)
-        if ok:
-            os.replace(tmp, path)
+        ok = imwrite_replacing(path, img)
     except cv2.error as exc:  # e.g. no writer for the extension
         raise _cannot_write(path, option, f"OpenCV: {_cv2_reason(exc)}") from None
     except OSError as exc:
         raise _cannot_write(path, option, exc.strerror or str(exc)) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
     if not ok:
         reason = "OpenCV's image writer failed"
         parent = os.path.dirname(path) or "."
