@@ -8,7 +8,9 @@ Layout read (``<root>/grabcut``, see ``SOURCE.md`` in the data folder)::
     scribbles-set-{1,2}/<name>-anno.png    palette PNG: index 0 none, 1 fg, 2 bg seed
 
 ``root`` is the folder holding ``grabcut/`` (and ``middlebury_stereo/``, ...): the
-``root`` argument, else the environment variable ``VISION_CUTS_DATA``.
+``root`` argument, else the environment variable ``VISION_CUTS_DATA``. The GrabCut
+folder itself, recognised by its ``bb_GT/`` and ``data_GT/`` subfolders, is accepted
+too, whatever its name.
 
 The evaluation protocol (DESIGN.md, "Evaluation protocols"): box from ``bb_GT``,
 5 iterations, error = % of the pixels inside the box, the 128 band excluded, whose
@@ -18,6 +20,7 @@ label differs from the GT, averaged over the images (:func:`grabcut_error`).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -186,39 +189,48 @@ class GrabCutSample(NamedTuple):
     scribbles: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
-def data_root(path: str | os.PathLike | None = None) -> Path:
-    """The benchmark data folder, the one holding ``grabcut/``.
-
-    Parameters
-    ----------
-    path : str or path-like, optional
-        The data folder. Default: the environment variable ``VISION_CUTS_DATA``.
-        The ``grabcut`` folder itself is accepted too (its parent is returned).
-
-    Returns
-    -------
-    root : Path
-        The folder holding ``grabcut/``.
-
-    Raises
-    ------
-    FileNotFoundError
-        If neither ``path`` nor ``VISION_CUTS_DATA`` is given, or the folder or its
-        ``grabcut/`` subfolder does not exist.
-    """
+def _grabcut_dir(path: str | os.PathLike | None) -> Path:
+    """The GrabCut folder: ``path`` itself when it is one, else ``path/grabcut``."""
     root, origin = base_folder(path, _SUBDIR)
     if (root / _BOX_DIR).is_dir() and (root / _IMAGE_DIR).is_dir():
-        return root.parent  # given the grabcut folder itself
+        return root  # given the GrabCut folder itself, whatever its name
     if not (root / _SUBDIR).is_dir():
         raise FileNotFoundError(
             f"data folder {root} has no {_SUBDIR}/ subfolder ({origin}); expected "
             f"{root / _SUBDIR}/{{{_IMAGE_DIR},{_GT_DIR},{_BOX_DIR}}}"
         )
-    return root
+    return root / _SUBDIR
 
 
-def _grabcut_dir(root: str | os.PathLike | None) -> Path:
-    return data_root(root) / _SUBDIR
+def data_root(path: str | os.PathLike | None = None) -> Path:
+    """The benchmark data folder, the one holding ``grabcut/`` (or a GrabCut folder).
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The data folder. Default: the environment variable ``VISION_CUTS_DATA``.
+        The GrabCut folder itself (a folder with ``bb_GT/`` and ``data_GT/``) is
+        accepted too, whatever its name.
+
+    Returns
+    -------
+    root : Path
+        The folder to pass as ``root`` to :func:`grabcut_names` and
+        :func:`load_grabcut`: the folder holding ``grabcut/``, or the GrabCut
+        folder itself when ``path`` is one that is not named ``grabcut`` (a copy
+        under another name, or ``"."`` from inside it).
+
+    Raises
+    ------
+    FileNotFoundError
+        If neither ``path`` nor ``VISION_CUTS_DATA`` is given, or the folder does
+        not exist, or it is neither a GrabCut folder nor holds a ``grabcut/``
+        subfolder.
+    """
+    d = _grabcut_dir(path)
+    if d.name == _SUBDIR:
+        return d.parent  # holds the grabcut folder under its own name
+    return d
 
 
 def _image_files(folder: Path) -> dict[str, Path]:
@@ -238,7 +250,8 @@ def grabcut_names(root: str | os.PathLike | None = None) -> list[str]:
     Parameters
     ----------
     root : str or path-like, optional
-        The data folder holding ``grabcut/``; default ``VISION_CUTS_DATA``.
+        The data folder holding ``grabcut/``, or the GrabCut folder itself (see
+        :func:`data_root`); default ``VISION_CUTS_DATA``.
 
     Returns
     -------
@@ -250,7 +263,11 @@ def grabcut_names(root: str | os.PathLike | None = None) -> list[str]:
     FileNotFoundError
         If the data folder is not found (see :func:`data_root`).
     """
-    d = _grabcut_dir(root)
+    return _names(_grabcut_dir(root))
+
+
+def _names(d: Path) -> list[str]:
+    """Names of the images of the GrabCut folder ``d`` with a GT mask and a box."""
     images = _image_files(d / _IMAGE_DIR)
     return sorted(
         n
@@ -275,12 +292,19 @@ def _verify(path: Path, base: Path) -> None:
 
 def _read_box(path: Path, shape: tuple[int, int]) -> tuple[int, int, int, int]:
     """``bb_GT`` text (1-based inclusive x0 y0 x1 y1) -> 0-based ``(x, y, w, h)``."""
-    tokens = path.read_text().split()
+    raw = path.read_bytes()
+    try:
+        tokens = raw.decode("ascii").split()
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{path}: expected ASCII text with four integers 'x_min y_min x_max "
+            f"y_max', got bytes {raw[:40]!r}"
+        ) from None
     try:
         vals = [float(t) for t in tokens]  # plain integers or MATLAB %e notation
     except ValueError:
         vals = []
-    if len(vals) != 4 or any(v != round(v) for v in vals):
+    if len(vals) != 4 or not all(math.isfinite(v) and v == round(v) for v in vals):
         raise ValueError(
             f"{path}: expected four integers 'x_min y_min x_max y_max', got {tokens!r}"
         )
@@ -329,13 +353,23 @@ def _read_scribbles(
     # to BGR, Pillow (a dependency of scikit-image) keeps the indices.
     from PIL import Image
 
-    with Image.open(path) as im:
-        if im.mode not in ("P", "L"):
-            raise ValueError(
-                f"{path}: expected a palette (or 8-bit gray) PNG with index 0 none, "
-                f"1 foreground, 2 background; got mode {im.mode!r}"
-            )
-        idx = np.asarray(im)
+    try:
+        with Image.open(path) as im:
+            mode = im.mode
+            if mode in ("P", "L"):
+                idx = np.asarray(im)
+    except FileNotFoundError:
+        raise
+    except (OSError, SyntaxError, ValueError) as e:  # unknown, truncated or corrupt
+        raise ValueError(
+            f"{path}: expected a palette PNG with index 0 none, 1 foreground, "
+            f"2 background; it cannot be read as an image ({e})"
+        ) from e
+    if mode not in ("P", "L"):
+        raise ValueError(
+            f"{path}: expected a palette (or 8-bit gray) PNG with index 0 none, "
+            f"1 foreground, 2 background; got mode {mode!r}"
+        )
     if idx.shape != shape:
         raise ValueError(f"{path}: shape {idx.shape} differs from the image's {shape}")
     return idx == 1, idx == 2
@@ -351,7 +385,8 @@ def load_grabcut(
     name : str
         Image name, one of :func:`grabcut_names`.
     root : str or path-like, optional
-        The data folder holding ``grabcut/``; default ``VISION_CUTS_DATA``.
+        The data folder holding ``grabcut/``, or the GrabCut folder itself (see
+        :func:`data_root`); default ``VISION_CUTS_DATA``.
     verify : bool, optional
         Check each file against the SHA-256 registry of ``SOURCE.md`` (files not in
         the registry are not checked). Default True.
@@ -368,7 +403,9 @@ def load_grabcut(
     ValueError
         If ``name`` is not a known image (the message lists the known ones), a file
         fails the SHA-256 check, or a file's content is malformed (GT values
-        outside {0, 128, 255}, box outside the image, sizes that disagree).
+        outside {0, 128, 255}, a box file that is not four finite integers in
+        ASCII, box outside the image, an unreadable scribble PNG, sizes that
+        disagree).
 
     Notes
     -----
@@ -388,7 +425,7 @@ def load_grabcut(
     ((480, 640, 3), (15, 19, 605, 417))
     """
     d = _grabcut_dir(root)
-    names = grabcut_names(d.parent)
+    names = _names(d)
     if name not in names:
         raise ValueError(
             f"unknown GrabCut image {name!r}; the {len(names)} available in {d} are: "

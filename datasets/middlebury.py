@@ -104,21 +104,45 @@ def load_stereo(name: str, root: str | os.PathLike | None = None) -> StereoSampl
 
     Raises
     ------
+    TypeError
+        ``name`` is not a string.
     ValueError
-        Unknown ``name``.
+        Unknown ``name``; the right image or the GT does not have the left
+        image's size; the GT has no known pixel.
     FileNotFoundError
         No data folder, or a file of the set is missing.
     """
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a str, one of {stereo_names()}, got {type(name).__name__} "
+            f"{name!r}"
+        )
     if name not in SETS:
         raise ValueError(f"name must be one of {stereo_names()}, got {name!r}")
     spec = SETS[name]
     folder = data_root(root) / _SUBDIR / name
     left = _read(folder / spec.left, True)
     right = _read(folder / spec.right, True)
+    if right.shape != left.shape:
+        raise ValueError(
+            f"{folder / spec.right}: right image shape {right.shape} differs from "
+            f"the left image's {left.shape} ({folder / spec.left})"
+        )
     raw = _read(folder / spec.gt, False)
+    if raw.shape != left.shape[:2]:
+        raise ValueError(
+            f"{folder / spec.gt}: GT shape {raw.shape} differs from the left "
+            f"image's {left.shape[:2]} ({folder / spec.left})"
+        )
     gt = raw.astype(np.float32) / spec.scale
     if spec.zero_unknown:
         gt[raw == 0] = np.nan
+        if not (raw != 0).any():
+            raise ValueError(
+                f"{folder / spec.gt}: GT has no known pixel (every stored value is "
+                f"0, which means unknown for {name}); expected at least one nonzero "
+                "disparity"
+            )
     max_disp = int(math.ceil(float(np.nanmax(gt))))
     return StereoSample(left, right, gt, spec.scale, max_disp)
 

@@ -78,18 +78,30 @@ def load_flow(name: str, root: str | os.PathLike | None = None) -> FlowSample:
 
     Raises
     ------
+    TypeError
+        ``name`` is not a string.
     ValueError
-        Unknown ``name``.
+        Unknown ``name``; frame11 or the GT does not have frame10's size.
     FileNotFoundError
         No data folder, or a file of the sequence is missing.
     """
     from vision_cuts.io import read_flo
 
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a str, one of {flow_names()}, got {type(name).__name__} "
+            f"{name!r}"
+        )
     if name not in SEQUENCES:
         raise ValueError(f"name must be one of {flow_names()}, got {name!r}")
     folder = data_root(root) / _SUBDIR / name
     frame0 = _read_rgb(folder / "frame10.png")
     frame1 = _read_rgb(folder / "frame11.png")
+    if frame1.shape != frame0.shape:
+        raise ValueError(
+            f"{folder / 'frame11.png'}: shape {frame1.shape} differs from "
+            f"frame10.png's {frame0.shape}"
+        )
     gt_path = folder / "flow10.flo"
     if not gt_path.is_file():
         raise FileNotFoundError(f"missing flow file {gt_path}")

@@ -3,6 +3,8 @@ and the structured bipartite graphs of the matching tests and benchmark."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "volume_problem",
 ]
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
 
 def contrast_weights(
     image: np.ndarray,
@@ -37,10 +41,22 @@ def contrast_weights(
     2 = +z; diagonal neighbourhoods add their directions, weighted by the inverse of
     their length, as GrabCut does); ``beta = 1 / (2 <|I_p - I_q|^2>)`` over the
     neighbour pairs, as in GrabCut. Works for 2-D images (M, N[, C]) and 3-D volumes
-    (P, M, N) (single channel).
+    (P, M, N) (single channel). A 3-D array is read as an image with channels when
+    its last axis has at most 4 entries, as a volume otherwise: a volume with
+    N <= 4 columns must be given with a channel axis of 1, as (P, M, N, 1).
+
+    Raises ValueError when ``lam * scale``, the largest weight, is negative, not
+    finite or beyond the int32 range.
     """
     from vision_cuts.grid import _arc_views, connectivity_planes, neighbour_offsets
 
+    top = lam * scale
+    if not (math.isfinite(top) and 0 <= round(top) <= _INT32_MAX):
+        raise ValueError(
+            f"lam * scale is the largest weight and must be finite and in "
+            f"[0, {_INT32_MAX}] (int32), got lam={lam!r}, scale={scale!r} "
+            f"(lam * scale = {top!r})"
+        )
     img = np.asarray(image, dtype=np.float32)
     if img.ndim == 2 or (img.ndim == 3 and img.shape[-1] > 4):
         img = img[..., None]
@@ -58,7 +74,9 @@ def contrast_weights(
     w = np.zeros((len(steps), *grid), dtype=np.int32)
     for d, (tail, sq) in enumerate(diffs):
         length = float(np.sqrt(np.sum(steps[d] ** 2)))
-        w[d][tail] = np.rint(lam * scale * np.exp(-beta * sq) / length).astype(np.int32)
+        v = np.rint(lam * scale * np.exp(-beta * sq) / length).astype(np.float64)
+        # float32 rounding can lift a weight of lam * scale just past the int32 range
+        w[d][tail] = np.minimum(v, _INT32_MAX).astype(np.int32)
     return w
 
 
@@ -69,11 +87,40 @@ def segmentation_unary(
 
     Foreground model: pixels inside ``fg_box = (y0, x0, y1, x1)``; background: outside.
     Returns int32 ``(M, N, 2)`` costs (label 0 = background, 1 = foreground).
+
+    ``image`` is (M, N) or (M, N, C), C >= 3 (the first three channels are used).
+    Unsigned integer images are quantised over their dtype's full range (0-255 for
+    uint8, 0-65535 for uint16); boolean, signed integer and float images must hold
+    values in [0, 256). Other dtypes are a TypeError, values out of range a ValueError.
     """
     img = np.asarray(image)
+    if img.dtype.kind not in "buif":
+        raise TypeError(
+            f"image must have a boolean, integer or float dtype, got {img.dtype}"
+        )
     if img.ndim == 2:
         img = np.stack([img] * 3, axis=-1)
-    q = (img[..., :3].astype(np.int32) * bins) // 256
+    if img.ndim != 3 or img.shape[-1] < 3:
+        raise ValueError(
+            f"image must have shape (M, N) or (M, N, C) with C >= 3, got "
+            f"{np.shape(image)}"
+        )
+    img = img[..., :3]
+    if img.dtype.kind == "u":
+        top = float(np.iinfo(img.dtype).max) + 1.0
+    else:
+        top = 256.0
+        if img.size and not (
+            np.isfinite(img).all() and img.min() >= 0 and img.max() < top
+        ):
+            raise ValueError(
+                f"image of dtype {img.dtype} must hold values in [0, 256), got "
+                f"values in [{img.min()}, {img.max()}]"
+            )
+        img = img.astype(np.int64)  # 8-bit values; fractions are dropped
+    # exact up to 32-bit values; the clip guards the rounding of 64-bit ones
+    q = np.floor(img.astype(np.float64) * (bins / top)).astype(np.int64)
+    q = np.clip(q, 0, bins - 1)
     code = (q[..., 0] * bins + q[..., 1]) * bins + q[..., 2]
     inside = np.zeros(code.shape, dtype=bool)
     y0, x0, y1, x1 = fg_box
@@ -326,8 +373,15 @@ def assignment_costs(kind: str, shape: tuple, rng: np.random.Generator) -> np.nd
       auction and cost-scaling solvers: every row ranks the columns alike and the
       optimum pairs them in reverse order, so the rows wage long price wars.
     """
+    if len(shape) != 3:
+        raise ValueError(f"shape must be (B, n, m), got {shape!r}")
     nb, n, m = shape
     if kind == "flow":
+        if n < 1 or m < 1:
+            raise ValueError(
+                f"shape (B, n, m) of the 'flow' family needs n >= 1 and m >= 1 "
+                f"features, got {shape!r}"
+            )
         from vision_cuts.optical_flow import _cost_stack, _Features
 
         p0 = rng.random((n, 2)) * [640, 480]
