@@ -443,9 +443,9 @@ def test_gui_without_display_or_with_a_bad_picture(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}  # fmt: skip
     code = "from vision_cuts.cli import main; main(['gui', 'coffee'])"
-    proc = subprocess.run(
+    proc = subprocess.run(  # (away from the sources: the installed package)
         [sys.executable, "-c", code], env=env, capture_output=True, text=True,
-        timeout=120,
+        timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith("error: cannot start the GUI: no display")
