@@ -107,9 +107,13 @@ def test_missing_root(tmp_path, monkeypatch):
 
 def _tiny_dataset(root, name="toy", box="2 1 4 3"):
     """A 4 x 5 image in the GrabCut layout under ``root/grabcut``."""
+    return grabcut_layout(root / "grabcut", name, box)
+
+
+def grabcut_layout(d, name="toy", box="2 1 4 3"):
+    """A 4 x 5 image in the GrabCut layout in the folder ``d`` (any name)."""
     cv2 = pytest.importorskip("cv2")
     Image = pytest.importorskip("PIL.Image")
-    d = root / "grabcut"
     for sub in ("data_GT", "boundary_GT", "bb_GT", "scribbles-set-1"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     rgb = np.zeros((4, 5, 3), np.uint8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_datasets_grabcut import grabcut_layout
 
 from vision_cuts.datasets import grabcut as gc
 from vision_cuts.datasets import middlebury as mb
@@ -15,30 +16,8 @@ from vision_cuts.io import write_flo
 # ------------------------------------------------------------------------- GrabCut
 
 
-def _grabcut_folder(d, name="toy", box="2 1 4 3"):
-    """A 4 x 5 image in the GrabCut layout in the folder ``d`` (any name)."""
-    cv2 = pytest.importorskip("cv2")
-    Image = pytest.importorskip("PIL.Image")
-    for sub in ("data_GT", "boundary_GT", "bb_GT", "scribbles-set-1"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
-    rgb = np.zeros((4, 5, 3), np.uint8)
-    rgb[..., 0] = 200
-    cv2.imwrite(str(d / "data_GT" / f"{name}.bmp"), rgb[..., ::-1])
-    raw = np.zeros((4, 5), np.uint8)
-    raw[1:3, 1:4] = 255
-    cv2.imwrite(str(d / "boundary_GT" / f"{name}.bmp"), raw)
-    (d / "bb_GT" / f"{name}.txt").write_text(box)
-    idx = np.zeros((4, 5), np.uint8)
-    idx[2, 2] = 1
-    idx[0, 0] = 2
-    im = Image.frombytes("P", (5, 4), idx.tobytes())
-    im.putpalette([0, 0, 0, 255, 255, 207, 219, 0, 0])
-    im.save(d / "scribbles-set-1" / f"{name}-anno.png")
-    return d
-
-
 def test_grabcut_folder_under_another_name(tmp_path):
-    mine = _grabcut_folder(tmp_path / "alt" / "my_grabcut", name="toy", box="2 1 4 3")
+    mine = grabcut_layout(tmp_path / "alt" / "my_grabcut", name="toy", box="2 1 4 3")
     assert gc.data_root(mine) == mine
     assert gc.grabcut_names(mine) == ["toy"]
     s = gc.load_grabcut("toy", mine)
@@ -47,8 +26,8 @@ def test_grabcut_folder_under_another_name(tmp_path):
 
 
 def test_grabcut_folder_ignores_a_sibling_named_grabcut(tmp_path):
-    mine = _grabcut_folder(tmp_path / "alt" / "my_grabcut", name="toy", box="2 1 4 3")
-    _grabcut_folder(tmp_path / "alt" / "grabcut", name="other", box="1 1 5 4")
+    mine = grabcut_layout(tmp_path / "alt" / "my_grabcut", name="toy", box="2 1 4 3")
+    grabcut_layout(tmp_path / "alt" / "grabcut", name="other", box="1 1 5 4")
     assert gc.grabcut_names(mine) == ["toy"]
     assert gc.load_grabcut("toy", mine).rect == (1, 0, 3, 3)
     with pytest.raises(ValueError, match=r"unknown GrabCut image 'other'.*: toy$"):
@@ -58,14 +37,14 @@ def test_grabcut_folder_ignores_a_sibling_named_grabcut(tmp_path):
 
 
 def test_grabcut_folder_as_current_directory(tmp_path, monkeypatch):
-    mine = _grabcut_folder(tmp_path / "my_grabcut")
+    mine = grabcut_layout(tmp_path / "my_grabcut")
     monkeypatch.chdir(mine)
     assert gc.grabcut_names(".") == ["toy"]
     assert gc.load_grabcut("toy", ".").rect == (1, 0, 3, 3)
 
 
 def test_grabcut_named_folder_still_returns_its_parent(tmp_path):
-    d = _grabcut_folder(tmp_path / "grabcut")
+    d = grabcut_layout(tmp_path / "grabcut")
     assert gc.data_root(d) == tmp_path
     assert gc.data_root(tmp_path) == tmp_path
 
@@ -80,7 +59,7 @@ def test_grabcut_named_folder_still_returns_its_parent(tmp_path):
     ],
 )
 def test_grabcut_malformed_box_names_the_file(tmp_path, content, match):
-    d = _grabcut_folder(tmp_path / "grabcut")
+    d = grabcut_layout(tmp_path / "grabcut")
     (d / "bb_GT" / "toy.txt").write_bytes(content)
     with pytest.raises(ValueError, match=match):
         gc.load_grabcut("toy", tmp_path, verify=False)
@@ -88,7 +67,7 @@ def test_grabcut_malformed_box_names_the_file(tmp_path, content, match):
 
 @pytest.mark.parametrize("part", ["garbage", "header", "half"])
 def test_grabcut_unreadable_scribbles_name_the_file(tmp_path, part):
-    d = _grabcut_folder(tmp_path / "grabcut")
+    d = grabcut_layout(tmp_path / "grabcut")
     png = d / "scribbles-set-1" / "toy-anno.png"
     data = png.read_bytes()
     cut = {"garbage": b"not a png at all", "header": data[:40]}
