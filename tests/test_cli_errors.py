@@ -481,3 +481,28 @@ def test_failed_picture_write_keeps_the_old_file(image, tmp_path, capsys, monkey
     assert_error(rc, err, "cannot write", "-o/--output")
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png", "m.png"]
+
+
+def test_failed_file_write_keeps_the_old_file(pair, tmp_path, capsys, monkeypatch):
+    """The same for the PFM, .flo and maxflow text outputs: written beside the
+    target, moved over it at the end."""
+    import vision_cuts.io as vio
+
+    target = tmp_path / "d.pfm"
+    target.write_bytes(b"old")
+
+    def half(path, image):
+        with open(path, "wb") as f:
+            f.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(vio, "write_pfm", half)
+    rc, _, err = run(
+        ["stereo", *pair, "--max-disparity", "4", "--pfm", target, "--backend", "cpu"],
+        capsys,
+    )
+    assert_error(rc, err, "--pfm", "No space left on device")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["d.pfm", "left.png", "right.png"]
+    )

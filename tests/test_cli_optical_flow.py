@@ -233,3 +233,16 @@ def test_written_video_is_read_back(tmp_path):
     assert not cut.exists()
     with pytest.raises(SystemExit, match="holds 6 of the 7 frames|does not read back"):
         _check_written(str(good), 7)
+
+
+def test_failed_video_run_keeps_the_old_output(tmp_path):
+    """The video is written beside ``-o`` and moved over it once read back: a run
+    that fails leaves the file that was there, and nothing beside it."""
+    one = tmp_path / "one.avi"
+    _write_video(one, _frames(1), "MJPG")
+    out = tmp_path / "o.mp4"
+    out.write_bytes(b"old")
+    with pytest.raises(SystemExit, match="fewer than two frames"):
+        main(["flow", str(one), "-o", str(out), "--backend", "cpu"])
+    assert out.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.mp4", "one.avi"]

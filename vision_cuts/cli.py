@@ -216,36 +216,54 @@ def _check_distinct(outputs: list, inputs: list) -> None:
 
 
 @contextlib.contextmanager
-def _writing(path: str, option: str) -> Iterator[None]:
-    """Turn an ``OSError`` while writing ``path`` into ``error: cannot write ...``."""
+def replacing(path: str) -> Iterator[str]:
+    """A file name beside ``path`` (same extension) to write ``path``'s new content
+    to: moved over ``path`` when the block ends, removed when it raises. A write
+    that fails (a full disk) leaves what was at ``path`` as it was, and nothing
+    half-written; an existing file keeps its permissions."""
+    folder, base = os.path.split(os.path.abspath(path))
+    part = os.path.join(folder, f".{base}.{os.getpid()}.part{_extension(path)}")
     try:
-        yield
+        yield part
+        if os.path.exists(path):
+            shutil.copymode(path, part)
+        os.replace(part, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(part)
+
+
+@contextlib.contextmanager
+def _writing(path: str, option: str) -> Iterator[str]:
+    """Write ``path`` through :func:`replacing` (the block writes the name it is
+    given); an ``OSError`` is ``error: cannot write ...``."""
+    try:
+        with replacing(path) as part:
+            yield part
     except OSError as exc:
         raise _cannot_write(path, option, exc.strerror or str(exc)) from None
 
 
+class _NotWritten(Exception):
+    """``cv2.imwrite`` returned False."""
+
+
 def imwrite_replacing(path: str, img: np.ndarray) -> bool:
-    """``cv2.imwrite(path, img)`` (BGR or grey) into a file beside ``path``, moved
-    over it once written: a write that fails (a full disk) leaves what was at
-    ``path`` as it was, and nothing half-written. A grey picture goes into ``.ppm``
-    (colour only) as three equal channels; an existing file keeps its permissions.
-    False where the writer failed; ``cv2.error`` and ``OSError`` pass through."""
+    """``cv2.imwrite(path, img)`` (BGR or grey) through :func:`replacing`. A grey
+    picture goes into ``.ppm`` (colour only) as three equal channels. False where
+    the writer failed (``path`` then as it was); ``cv2.error`` and ``OSError`` pass
+    through."""
     import cv2
 
     if img.ndim == 2 and _extension(path).lower() == ".ppm":
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
-    folder, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{base}.{os.getpid()}.part{_extension(path)}")
     try:
-        if not cv2.imwrite(tmp, img):
-            return False
-        if os.path.exists(path):
-            shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
+        with replacing(path) as part:
+            if not cv2.imwrite(part, img):
+                raise _NotWritten
+    except _NotWritten:
+        return False
+    return True
 
 
 def _write_image(path: str, img: np.ndarray, option: str) -> None:
@@ -499,8 +517,8 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
         _write_image(args.png16, disp16, "--png16")
         outputs.append(f"16-bit (disparity x 256) -> {args.png16}")
     if args.pfm:
-        with _writing(args.pfm, "--pfm"):
-            write_pfm(args.pfm, disp)
+        with _writing(args.pfm, "--pfm") as part:
+            write_pfm(part, disp)
         outputs.append(f"PFM -> {args.pfm}")
     h, w = disp.shape
     print(

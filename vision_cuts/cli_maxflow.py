@@ -54,15 +54,18 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
         arcs = graph.edge_arc[pos]
         tails = graph.tails[arcs] + 1
         heads = graph.heads[arcs] + 1
-        with _writing(args.flow, "--flow"), open(args.flow, "w", encoding="ascii") as f:
+        with (
+            _writing(args.flow, "--flow") as part,
+            open(part, "w", encoding="ascii") as f,
+        ):
             f.write(f"s {res.value}\n")
             for u, v, x in zip(
                 tails.tolist(), heads.tolist(), per_arc[pos].tolist(), strict=True
             ):
                 f.write(f"f {u} {v} {x}\n")
     if args.cut:
-        with _writing(args.cut, "--cut"):
-            np.savetxt(args.cut, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
+        with _writing(args.cut, "--cut") as part:
+            np.savetxt(part, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
     return 0
 
 

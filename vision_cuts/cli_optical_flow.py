@@ -212,8 +212,8 @@ def _pair(args: argparse.Namespace) -> int:
         _write_rgb(args.color, flow_to_color(res.dense, args.max_magnitude), "--color")
         outputs.append(f"colour coding -> {args.color}")
     if args.flo:
-        with _writing(args.flo, "--flo"):
-            write_flo(args.flo, res.dense)
+        with _writing(args.flo, "--flo") as part:
+            write_flo(part, res.dense)
         outputs.append(f"dense flow -> {args.flo}")
     h, w = frame0.shape[:2]
     print(
@@ -243,16 +243,17 @@ def _quiet_stderr() -> Iterator[None]:
         cv2.utils.logging.setLogLevel(level)
 
 
-def _open_writer(args: argparse.Namespace, fps: float, size: tuple):
-    """The video writer of ``-o`` for frames of ``size`` (width, height), or
-    ``error: cannot write ...`` naming the file and the codec."""
+def _open_writer(args: argparse.Namespace, fps: float, size: tuple, path: str):
+    """The video writer of ``-o`` for frames of ``size`` (width, height), writing
+    ``path`` (the file beside ``-o`` that replaces it at the end), or ``error:
+    cannot write ...`` naming ``-o``'s file and the codec."""
     import cv2
 
     fourcc = args.fourcc[:4].ljust(4)
     try:
         with _quiet_stderr():
             writer = cv2.VideoWriter(
-                args.output, cv2.VideoWriter_fourcc(*fourcc), float(fps), size
+                path, cv2.VideoWriter_fourcc(*fourcc), float(fps), size
             )
     except cv2.error as exc:
         raise SystemExit(
@@ -268,10 +269,11 @@ def _open_writer(args: argparse.Namespace, fps: float, size: tuple):
     return writer
 
 
-def _check_written(path: str, frames: int) -> None:
-    """The video written to ``path`` reads back to its last frame: OpenCV's writer
-    reports no failure of its own (on a full disk it leaves a file that nothing can
-    play, and the command would end as if it had written it)."""
+def _check_written(path: str, frames: int, shown: str | None = None) -> None:
+    """The video written to ``path`` (for ``-o`` ``shown``) reads back to its last
+    frame: OpenCV's writer reports no failure of its own (on a full disk it leaves
+    a file that nothing can play, and the command would end as if it had written
+    it)."""
     import cv2
 
     with _quiet_stderr():
@@ -294,12 +296,21 @@ def _check_written(path: str, frames: int) -> None:
         else:
             why = "it does not read back"
         raise SystemExit(
-            f"error: cannot write video {path!r} (-o/--output): {why} (is the disk "
-            "full?); removed it"
+            f"error: cannot write video {shown or path!r} (-o/--output): {why} (is "
+            "the disk full?); removed it"
         )
 
 
 def _video(args: argparse.Namespace) -> int:
+    """Video mode; ``-o`` is written beside its file and moved over it once read
+    back (a run that fails leaves what was there)."""
+    if not args.output:
+        return _video_to(args, None)
+    with _writing(args.output, "-o/--output") as part:
+        return _video_to(args, part)
+
+
+def _video_to(args: argparse.Namespace, part: str | None) -> int:
     import cv2
 
     path = args.inputs[0]
@@ -323,7 +334,8 @@ def _video(args: argparse.Namespace) -> int:
         # write fails now, not after the first solve
         h, w = first.shape[:2]
         try:
-            writer = _open_writer(args, fps, (2 * w if args.view == "both" else w, h))
+            size = (2 * w if args.view == "both" else w, h)
+            writer = _open_writer(args, fps, size, part)
         except SystemExit:
             cap.release()
             raise
@@ -385,15 +397,12 @@ def _video(args: argparse.Namespace) -> int:
         cap.release()
         if writer is not None:
             writer.release()
-            if done == 0:  # nothing was drawn: leave no empty video behind
-                with contextlib.suppress(OSError):
-                    os.remove(args.output)
     if pairs and done < pairs:
         progress.close()
     if done == 0 or prev is None:
         raise SystemExit(f"error: video {path!r} has fewer than two frames")
     if writer is not None:
-        _check_written(args.output, done)
+        _check_written(part, done, args.output)
     total = time.perf_counter() - t_start
     h, w = prev.shape[:2]
     print(
