@@ -456,6 +456,11 @@ def test_cli_batch_errors(tmp_path):
     with pytest.raises(SystemExit, match="LEFT and RIGHT"):
         _cli(["stereo", str(tmp_path), "-o", str(tmp_path / "o"), "--workers", "1",
               "--max-disparity", "4"])  # fmt: skip
+    # an error before any output leaves no output folder behind
+    for extra in (["--workers", "0"], ["--workers", "1", "--scheduler", "x"]):
+        with pytest.raises(SystemExit):
+            _cli(["segment", str(tmp_path), "-o", str(tmp_path / "o" / "p"), *extra])
+        assert not (tmp_path / "o").exists()
 
 
 def test_assignment_many_from_a_npy_file(client, tmp_path):

@@ -7,6 +7,7 @@ folder."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -67,6 +68,19 @@ def _need_output(args: argparse.Namespace) -> str:
             f"error: cannot write to {out!r} (-o/--output): it is a file, and "
             "many-file mode needs an output folder"
         )
+    base = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(base):  # the folder is made later, after the cluster
+        base = os.path.dirname(base)
+    if not os.path.isdir(base) or not os.access(base, os.W_OK | os.X_OK):
+        why = "is not a directory" if not os.path.isdir(base) else "is not writable"
+        raise SystemExit(
+            f"error: cannot create the output folder {out!r} (-o/--output): "
+            f"{base!r} {why}"
+        )
+    return out
+
+
+def _make_output(out: str) -> None:
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as exc:
@@ -74,20 +88,27 @@ def _need_output(args: argparse.Namespace) -> str:
             f"error: cannot create the output folder {out!r} (-o/--output): "
             f"{exc.strerror or exc}"
         ) from None
-    return out
 
 
 def _run(args: argparse.Namespace, fn, *a: Any, **kw: Any) -> int:
     out = _need_output(args)
-    client = _client(args)
+    created = not os.path.exists(out)
     try:
-        summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
-    except (ValueError, TypeError) as exc:
-        raise SystemExit(f"error: {exc}") from None
-    except OSError as exc:  # an input that cannot be read, a full disk, ...
-        raise SystemExit(f"error: {exc}") from None
-    finally:
-        client.close()  # with --workers, its cluster too
+        client = _client(args)
+        try:
+            _make_output(out)
+            summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
+        except (ValueError, TypeError) as exc:
+            raise SystemExit(f"error: {exc}") from None
+        except OSError as exc:  # an input that cannot be read, a full disk, ...
+            raise SystemExit(f"error: {exc}") from None
+        finally:
+            client.close()  # with --workers, its cluster too
+    except BaseException:
+        if created:  # an error before any output: leave no empty folder behind
+            with contextlib.suppress(OSError):
+                os.rmdir(out)
+        raise
     return _finish(summary, out)
 
 
