@@ -162,3 +162,15 @@ def test_write_pfm_beyond_float32(tmp_path):
     path = tmp_path / "d.pfm"
     write_pfm(path, np.array([[1e300, -1e300, 2.0]]))  # no overflow warning (error)
     np.testing.assert_array_equal(read_pfm(path), [[np.inf, -np.inf, 2.0]])
+
+
+def test_arrows_longer_than_the_unknown_threshold_keep_their_colour():
+    from vision_cuts import draw_flow_arrows, flow_to_color
+
+    frame = np.zeros((20, 30, 3), np.uint8)
+    out = draw_flow_arrows(frame, [[5.0, 15.0]], [[2e9, 0.0]], color=None)
+    drawn = out[out.any(-1)]
+    assert len(drawn) > 0  # visible on a black frame
+    want = flow_to_color(np.array([[[1.0, 0.0]]]))[0, 0]  # the +x direction: red
+    np.testing.assert_array_equal(want, [255, 0, 0])
+    assert (drawn[:, 1:] == 0).all() and drawn[:, 0].max() > 200  # red, blended

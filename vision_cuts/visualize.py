@@ -174,7 +174,13 @@ def draw_flow_arrows(
     if len(pts) == 0 or out.size == 0:
         return out
     if rgb is None:
-        colors = flow_to_color(vec[None, :, :])[0].tolist()
+        # flow_to_color calls a component beyond UNKNOWN_FLOW unknown (black); a
+        # finite vector that long is drawn, so it keeps its direction at that length
+        top = np.abs(vec).max(axis=1)
+        long = np.isfinite(top) & (top > UNKNOWN_FLOW)
+        shown = vec.copy()
+        shown[long] *= (UNKNOWN_FLOW / top[long])[:, None]
+        colors = flow_to_color(shown[None, :, :])[0].tolist()
     else:
         colors = [rgb] * len(pts)
     h, w = out.shape[:2]
