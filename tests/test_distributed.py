@@ -484,3 +484,38 @@ def test_assignment_many_from_a_npy_file(client, tmp_path):
         vd.assignment_many(costs[0], tmp_path / "o2", progress=False)
     with pytest.raises(ValueError, match="batch must be a positive integer"):
         vd.assignment_many(costs, tmp_path / "o2", batch=0, progress=False)
+
+
+def test_inputs_that_would_share_an_output_are_refused(tmp_path):
+    """sceneA/im0.png and sceneB/im0.png would both write im0: refused before any
+    work (which file stayed depended on timing)."""
+    import cv2
+
+    for scene in ("sceneA", "sceneB"):
+        (tmp_path / scene).mkdir()
+        for name in ("im0.png", "im1.png"):
+            cv2.imwrite(str(tmp_path / scene / name), np.zeros((8, 8, 3), np.uint8))
+    pairs = [
+        (tmp_path / s / "im0.png", tmp_path / s / "im1.png")
+        for s in ("sceneA", "sceneB")
+    ]
+    with pytest.raises(ValueError, match="would both write the output 'im0'"):
+        vd.stereo_many(pairs, tmp_path / "out", max_disparity=2, client=object())
+    images = [tmp_path / "sceneA" / "im0.png", tmp_path / "sceneB" / "im0.png"]
+    with pytest.raises(ValueError, match="sceneA.*sceneB.*'im0'"):
+        vd.segment_many(images, tmp_path / "out", client=object())
+
+
+def test_frame_files_in_natural_order_and_literal_names(tmp_path):
+    import cv2
+
+    for k in (0, 1, 2, 10, 11):
+        cv2.imwrite(str(tmp_path / f"frame_{k}.png"), np.zeros((4, 4, 3), np.uint8))
+    order = [p.name for p in vd._expand(tmp_path, "frames")]
+    assert order == [f"frame_{k}.png" for k in (0, 1, 2, 10, 11)]
+    order = [p.name for p in vd._expand(str(tmp_path / "frame_*.png"), "frames")]
+    assert order == [f"frame_{k}.png" for k in (0, 1, 2, 10, 11)]
+    odd = tmp_path / "img[1].png"  # a name that is also a glob pattern
+    cv2.imwrite(str(odd), np.zeros((4, 4, 3), np.uint8))
+    cv2.imwrite(str(tmp_path / "img1.png"), np.zeros((4, 4, 3), np.uint8))
+    assert vd._expand(str(odd), "images") == [odd]

@@ -710,3 +710,14 @@ def test_max_cycles_takes_numpy_integers():
 def test_run_arguments_are_checked(kw, error, match):
     with pytest.raises(error, match=match):
         minimize_labels(_U, backend="cpu", **kw)
+
+
+def test_swap_moves_with_a_huge_thread_count(rng, monkeypatch):
+    """VISION_CUTS_THREADS far beyond the cores does not size per-thread buffers:
+    the ranges are bounded by the nodes (min_part each)."""
+    monkeypatch.setenv("VISION_CUTS_THREADS", "10000000")
+    unary = rng.integers(0, 20, size=(60, 300, 3))  # rows of 300: long buffers
+    want = minimize_labels(unary, method="swap", backend="cpu")
+    monkeypatch.setenv("VISION_CUTS_THREADS", "1")
+    one = minimize_labels(unary, method="swap", backend="cpu")
+    np.testing.assert_array_equal(want.labels, one.labels)

@@ -50,6 +50,7 @@ vision_cuts`` never imports it.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -439,6 +440,21 @@ def _run(
 
 
 # ------------------------------------------------------------------ inputs
+def _distinct_names(jobs: list, what: str) -> None:
+    """Each output named once: inputs of one file name in different folders would
+    write one output file in turn (which one stays depends on timing)."""
+    seen: dict[str, Any] = {}
+    for name, payload, _ in jobs:
+        first = payload[0] if isinstance(payload, tuple) else payload
+        if name in seen:
+            raise ValueError(
+                f"{what}: {str(seen[name])!r} and {str(first)!r} would both write the "
+                f"output {name!r}; give the inputs distinct file names (or one output "
+                "folder each)"
+            )
+        seen[name] = first
+
+
 def _name_of(item: Any, index: int) -> str:
     if isinstance(item, (str, os.PathLike)):
         return Path(item).stem
@@ -460,18 +476,31 @@ def _read_rgb(item: Any) -> np.ndarray:
     return np.asarray(item)
 
 
+def _natural(path: Path) -> list:
+    """Sort key of file names with their digit runs as numbers (frame_2 before
+    frame_10), so that unpadded frame numbers keep frame order."""
+    return [
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", str(path))
+    ]
+
+
 def _expand(items: Any, what: str) -> list:
-    """A folder (its image files, sorted), a glob pattern, or a sequence as it is."""
+    """A folder (its image files, in natural order: frame_2 before frame_10), a glob
+    pattern (the same order), an existing file, or a sequence as it is."""
     if isinstance(items, (str, os.PathLike)):
         p = Path(items)
         if p.is_dir():
             files = sorted(
-                f for f in p.iterdir() if f.suffix.lower() in _IMAGE_SUFFIXES
+                (f for f in p.iterdir() if f.suffix.lower() in _IMAGE_SUFFIXES),
+                key=_natural,
             )
+        elif p.is_file():  # a file whose name holds glob characters is that file
+            files = [p]
         else:
             import glob
 
-            files = sorted(Path(f) for f in glob.glob(str(items)))
+            files = sorted((Path(f) for f in glob.glob(str(items))), key=_natural)
         if not files:
             raise ValueError(f"{what}: no image files in {str(items)!r}")
         return files
@@ -542,6 +571,7 @@ def segment_many(
         rect = None if rects is None else rects[i]
         name = _name_of(item, i)
         jobs.append((name, (item, rect), [out / f"{name}.png"]))
+    _distinct_names(jobs, "images")
     return _run(
         "segment",
         jobs,
@@ -595,6 +625,7 @@ def stereo_many(
             raise ValueError(f"pairs[{i}] must be (left, right), got {pair!r:.60}")
         name = _name_of(pair[0], i)
         jobs.append((name, tuple(pair), [out / f"{name}.pfm"]))
+    _distinct_names(jobs, "pairs")
     return _run(
         "stereo",
         jobs,

@@ -819,8 +819,11 @@ class _CompactSwap:
         self.members = np.split(order, ends[:nlabels])[:nlabels]
         self.K = 2 * D
         self.n = lab.size
-        self.parts = default_threads() if parts is None else parts
         self.min_part = _MIN_PART if min_part is None else min_part
+        # no more ranges than min_part-node ranges fit (the solve's own bound):
+        # buffers for any thread count asked for (VISION_CUTS_THREADS) would not
+        want = default_threads() if parts is None else parts
+        self.parts = max(1, min(want, self.n // self.min_part))
         # arcs from a range into another: forward ones from the nodes at most
         # max(off) padded steps before the range's end, backward ones from those
         # as far after its start
