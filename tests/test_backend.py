@@ -70,7 +70,7 @@ def test_auto_follows_cupy_inputs(machine):
     assert resolve_backend("auto", FakeTorchTensor()) == "cpu"
 
 
-def test_explicit_gpu(machine):
+def test_explicit_gpu(machine, monkeypatch):
     machine("gpu")
     assert resolve_backend("gpu") == "gpu"
     machine("none")
@@ -79,6 +79,10 @@ def test_explicit_gpu(machine):
     machine("cupy-only")
     with pytest.raises(BackendUnavailableError, match="no CUDA device is usable"):
         resolve_backend("gpu", np.zeros(3))
+    # the variable that asked for the GPU is named when the call did not
+    monkeypatch.setenv("VISION_CUTS_BACKEND", " GPU ")
+    with pytest.raises(BackendUnavailableError, match=r"VISION_CUTS_BACKEND='gpu' \(b"):
+        resolve_backend("auto")
 
 
 def test_environment_override(machine, monkeypatch):

@@ -602,7 +602,7 @@ def test_bad_inputs(rng):
 @pytest.mark.skipif(gpu_available(), reason="a GPU is present: backend='gpu' runs")
 def test_explicit_gpu_without_device():
     src, snk, e = random_graph(np.random.default_rng(0), (3, 3))
-    with pytest.raises(BackendUnavailableError, match="backend='gpu' was requested"):
+    with pytest.raises(BackendUnavailableError, match="backend='gpu' asks for the GPU"):
         maxflow_grid(src, snk, e, backend="gpu")
     # never a silent fallback, and it is a RuntimeError, not a ValueError
     with pytest.raises(RuntimeError):

@@ -135,10 +135,12 @@ def resolve_backend(backend: str, *arrays: Any, prefer_cpu: bool = False) -> str
         ``backend`` or ``VISION_CUTS_BACKEND`` is not one of the known names.
     """
     backend = _check_name(backend, "backend")
+    asked = f"backend={backend!r}"
     if backend == "auto":
         env = os.environ.get(_ENV, "").strip().lower()
         if env:
             backend = _check_name(env, f"environment variable {_ENV}")
+            asked = f"{_ENV}={env!r} (backend='auto')"
     if backend == "auto":
         if any(is_cupy_array(a) for a in arrays):
             return "gpu"
@@ -146,7 +148,7 @@ def resolve_backend(backend: str, *arrays: Any, prefer_cpu: bool = False) -> str
     if backend == "gpu" and not gpu_available():
         why = "CuPy is not installed" if not has_cupy() else "no CUDA device is usable"
         raise BackendUnavailableError(
-            f"backend='gpu' was requested but {why}; install the 'gpu' extra "
+            f"{asked} asks for the GPU but {why}; install the 'gpu' extra "
             "(cupy-cuda12x or cupy-cuda13x) on a machine with an NVIDIA GPU, or use "
             "backend='cpu'"
         )
