@@ -519,3 +519,12 @@ def test_frame_files_in_natural_order_and_literal_names(tmp_path):
     cv2.imwrite(str(odd), np.zeros((4, 4, 3), np.uint8))
     cv2.imwrite(str(tmp_path / "img1.png"), np.zeros((4, 4, 3), np.uint8))
     assert vd._expand(str(odd), "images") == [odd]
+
+
+@pytest.mark.parametrize("name", ["../escaped", "cam/left", "", ".", 3])
+def test_flow_sequence_names_are_file_names(name, tmp_path):
+    """A sequence name starts its output file names: one with a path in it (which
+    wrote outside the output folder, or failed after all the work) is refused."""
+    frames = [np.zeros((8, 8, 3), np.uint8)] * 2
+    with pytest.raises(ValueError, match="sequence name .* without path separators"):
+        vd.flow_many({name: frames}, tmp_path / "out", client=object())

@@ -163,7 +163,7 @@ def flow(args: argparse.Namespace) -> int:
         if _is_video(spec):
             name = Path(spec).stem
         elif Path(spec).is_dir():
-            name = Path(spec).name
+            name = Path(spec).resolve().name or "frames"  # "." names its folder
         else:
             name = "frames"
         sequences[name if name not in sequences else f"{name}{i}"] = spec

@@ -742,6 +742,16 @@ def flow_many(
     out = _out_dir(out_dir)
     jobs = []
     for seq_name, seq in named.items():
+        if (
+            not isinstance(seq_name, str)
+            or not seq_name.strip(". ")
+            or any(c in seq_name for c in "/\\\0")
+        ):
+            raise ValueError(
+                "sequences: a sequence name is the start of its output file names "
+                "and must be a non-empty file name without path separators, got "
+                f"{seq_name!r}"
+            )
         if _is_video(seq):  # read by the workers, a chunk each
             count = _video_length(seq)
             frames = None
