@@ -23,7 +23,7 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from vision_cuts.cli import imwrite_replacing
+from vision_cuts.cli import _EXT_GREY, imwrite_replacing
 
 # ---- images ---------------------------------------------------------------------
 
@@ -65,9 +65,6 @@ def load_image(path: str) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
 
 
-_GREY_ONLY = (".pgm", ".pbm")  # OpenCV writes these from one grey channel only
-
-
 def save_image(path: str, picture: np.ndarray) -> None:
     """Write an RGB or grey uint8 picture; ValueError naming the file on failure.
 
@@ -85,7 +82,7 @@ def save_image(path: str, picture: np.ndarray) -> None:
     if picture.ndim == 2:
         img = picture
     else:
-        if ext.lower() in _GREY_ONLY:
+        if ext.lower() in _EXT_GREY:  # one grey channel only
             raise ValueError(
                 f"cannot write {path!r}: a {ext} file holds one grey channel, got a "
                 f"colour picture of shape {picture.shape}; use .png or .ppm"
