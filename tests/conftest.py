@@ -4,10 +4,14 @@
 * ``backend``: every test taking it runs once on ``"cpu"`` and once on ``"gpu"``; the
   GPU run carries the ``gpu`` marker.
 * ``gpu`` items are skipped, with the reason, where CuPy or a CUDA device is missing;
-  with ``VISION_CUTS_REQUIRE_GPU=1`` they fail instead, so GPU CI cannot pass by
-  skipping.
+  with ``VISION_CUTS_REQUIRE_GPU=1`` (or ``true``, ``yes``, ``on``) they fail instead,
+  so GPU CI cannot pass by skipping. Any other value than those and ``0``, ``false``,
+  ``no``, ``off`` or empty stops the session with a usage error: a misspelt request
+  must not turn into skips.
 * ``data_dir``: the benchmark data directory (``VISION_CUTS_DATA``, else
-  ``../shared/datasets`` next to the repository); ``data`` items skip without it.
+  ``../shared/datasets`` next to the repository); ``data`` items skip without it. A
+  ``VISION_CUTS_DATA`` that names no directory stops the session with a usage error
+  (it was meant to run the data tests).
 * ``gui`` items skip without a Qt binding. pytest-qt (the ``test`` extra) aborts the
   whole session when no binding is installed (PyQt5 is in the ``apps`` extra), so
   without one the plugin is blocked here and only the GUI tests are lost.
@@ -34,9 +38,24 @@ _MISSING_GPU = pytest.StashKey[str]()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+_YES = ("1", "true", "yes", "on")
+_NO = ("", "0", "false", "no", "off")
+
+
 def require_gpu() -> bool:
-    """True when ``VISION_CUTS_REQUIRE_GPU`` asks GPU tests to fail rather than skip."""
-    return os.environ.get(_REQUIRE_GPU, "").strip().lower() in ("1", "true", "yes")
+    """True when ``VISION_CUTS_REQUIRE_GPU`` asks GPU tests to fail rather than skip.
+
+    Raises pytest.UsageError for a value that is neither yes nor no."""
+    raw = os.environ.get(_REQUIRE_GPU, "")
+    value = raw.strip().lower()
+    if value in _YES:
+        return True
+    if value in _NO:
+        return False
+    raise pytest.UsageError(
+        f"{_REQUIRE_GPU} must be one of {', '.join(_YES)} (GPU tests fail without a "
+        f"device) or {', '.join(v for v in _NO if v)} or empty (they skip), got {raw!r}"
+    )
 
 
 def gpu_missing_reason() -> str | None:
@@ -50,8 +69,9 @@ def gpu_missing_reason() -> str | None:
 
 def qt_binding() -> bool:
     """True when a Qt binding that pytest-qt supports can be imported."""
-    return any(importlib.util.find_spec(m) is not None
-               for m in ("PyQt5", "PyQt6", "PySide6"))
+    return any(
+        importlib.util.find_spec(m) is not None for m in ("PyQt5", "PyQt6", "PySide6")
+    )
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -62,10 +82,28 @@ def pytest_addoption(parser, pluginmanager):
 
 
 def find_data_dir() -> Path | None:
-    """The benchmark data directory, or None when it is absent."""
+    """The benchmark data directory, or None when it is absent.
+
+    Raises pytest.UsageError when ``VISION_CUTS_DATA`` is set and names no directory."""
     env = os.environ.get(_DATA_ENV, "").strip()
-    path = Path(env).expanduser() if env else REPO.parent / "shared" / "datasets"
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise pytest.UsageError(
+                f"{_DATA_ENV}={env!r} is not a directory: set it to the folder that "
+                "holds the benchmark data sets (grabcut/, middlebury_stereo/, ...), or "
+                "unset it to skip the data tests"
+            )
+        return path
+    path = REPO.parent / "shared" / "datasets"
     return path if path.is_dir() else None
+
+
+def pytest_configure(config):
+    # the environment's requests checked once, before collection: a bad value stops
+    # the session with its usage error instead of changing what runs
+    require_gpu()
+    find_data_dir()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -80,8 +118,11 @@ def pytest_collection_modifyitems(config, items):
             else:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
         if data is None and item.get_closest_marker("data") is not None:
-            item.add_marker(pytest.mark.skip(
-                reason=f"data test: no data directory (set {_DATA_ENV})"))
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"data test: no data directory (set {_DATA_ENV})"
+                )
+            )
         if not qt and item.get_closest_marker("gui") is not None:
             item.add_marker(pytest.mark.skip(reason="gui test: PyQt5 is not installed"))
 
@@ -90,8 +131,9 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_call(item):
     reason = item.stash.get(_MISSING_GPU, None)
     if reason is not None:
-        pytest.fail(f"{_REQUIRE_GPU}=1 but this gpu test cannot run: {reason}",
-                    pytrace=False)
+        pytest.fail(
+            f"{_REQUIRE_GPU}=1 but this gpu test cannot run: {reason}", pytrace=False
+        )
 
 
 @pytest.fixture

@@ -152,7 +152,7 @@ def test_items_batched_into_tasks(client, tmp_path, monkeypatch):
 def test_workers_share_the_cores(client):
     """Each of the two CPU workers gets half the cores for its threads (the nannies
     set OMP_NUM_THREADS=1 otherwise)."""
-    want = str(max(1, (os.cpu_count() or 1) // 2))
+    want = str(max(1, vd._cores() // 2))
     keys = ("VISION_CUTS_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
     seen = client.run(lambda: [os.environ.get(k) for k in keys])
     assert list(seen.values()) == [[want] * 3, [want] * 3]
@@ -340,7 +340,7 @@ def test_gpu_workers_without_dask_cuda_see_one_gpu_each():
             opencv = c.run(lambda: os.environ.get("OPENCV_FOR_THREADS_NUM"))
     assert sorted(seen.values()) == ["0", "1"]
     assert sorted(threads.values()) == [1, 1]
-    share = max(1, (os.cpu_count() or 1) // 2)
+    share = max(1, vd._cores() // 2)
     want = str(min(share, vd._GPU_WORKER_OPENCV_THREADS))
     assert list(opencv.values()) == [want, want]
 
@@ -348,7 +348,7 @@ def test_gpu_workers_without_dask_cuda_see_one_gpu_each():
 def test_opencv_threads_only_in_gpu_workers(monkeypatch):
     """GPU workers run OpenCV on a few threads (it works beside the device there),
     never more than their share of the cores; CPU workers keep OpenCV's default."""
-    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(vd, "_cores", lambda: 32)
     assert vd._thread_env(2, gpu=True)["OPENCV_FOR_THREADS_NUM"] == "4"
     assert vd._thread_env(16, gpu=True)["OPENCV_FOR_THREADS_NUM"] == "2"
     assert vd._thread_env(64, gpu=True)["OPENCV_FOR_THREADS_NUM"] == "1"
@@ -528,3 +528,82 @@ def test_flow_sequence_names_are_file_names(name, tmp_path):
     frames = [np.zeros((8, 8, 3), np.uint8)] * 2
     with pytest.raises(ValueError, match="sequence name .* without path separators"):
         vd.flow_many({name: frames}, tmp_path / "out", client=object())
+
+
+def test_workers_share_the_callers_threads(monkeypatch):
+    """The workers' threads add up to the caller's budget: VISION_CUTS_THREADS where
+    it is set, else the cores this process may run on (not the machine's count)."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setenv("VISION_CUTS_THREADS", "8")
+    assert vd._cores() == 8
+    assert vd._thread_env(2)["VISION_CUTS_THREADS"] == "4"
+    assert vd._thread_env(2)["OMP_NUM_THREADS"] == "4"
+    assert vd._thread_env(16)["NUMBA_NUM_THREADS"] == "1"
+    monkeypatch.setenv("VISION_CUTS_THREADS", "0")
+    with pytest.raises(ValueError, match="VISION_CUTS_THREADS"):
+        vd._thread_env(2)
+    monkeypatch.delenv("VISION_CUTS_THREADS")
+    if hasattr(os, "sched_getaffinity"):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+        assert vd._cores() == 3
+        assert vd._thread_env(1)["VISION_CUTS_THREADS"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda out: vd.segment_many([_picture(1)], out, iteration=3),
+         r"segment_many\(\) got the keyword 'iteration', which grabcut\(\)"),
+        (lambda out: vd.segment_many([_picture(1)], out, rect=(1, 1, 4, 4)),
+         r"segment_many\(\) sets 'rect' itself"),
+        (lambda out: vd.stereo_many([], out, max_disparity=4, methd="ishikawa"),
+         r"'methd', which stereo_disparity\(\) does not take"),
+        (lambda out: vd.flow_many([_picture(1)] * 2, out, dense=False),
+         r"flow_many\(\) sets 'dense' itself"),
+        (lambda out: vd.flow_many([_picture(1)] * 2, out, detectr="x"),
+         r"'detectr', which optical_flow_frames\(\)"),
+        (lambda out: vd.assignment_many(np.zeros((2, 3, 3)), out, return_stats=True),
+         r"assignment_many\(\) sets 'return_stats' itself"),
+        (lambda out: vd.assignment_many(np.zeros((2, 3, 3)), out, maximise=True),
+         r"'maximise', which linear_sum_assignment_batched\(\)"),
+    ],
+)  # fmt: skip
+def test_front_end_keywords_are_checked_before_any_worker(call, match, tmp_path):
+    """A keyword the front end does not take (or one the many-file function sets for
+    each item) is refused at the call: before, a cluster started and every item
+    failed with it in turn. No output folder is left behind."""
+    with pytest.raises(TypeError, match=match):
+        call(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_input_error_leaves_no_output_folder(tmp_path):
+    with pytest.raises(ValueError, match="needs at least 2 frames"):
+        vd.flow_many([_picture(1)], tmp_path / "a" / "b", progress=False)
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="out_dir .*file.* is a file"):
+        vd.segment_many([_picture(1)], tmp_path / "file", progress=False)
+
+
+def test_flow_errors_name_the_frame_in_the_sequence(client, tmp_path):
+    """A frame of another shape in the second chunk is named by its index in the whole
+    sequence and by its file (it was frames[i] of its chunk)."""
+    import cv2
+
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for k in range(6):
+        shape = (40, 48, 3) if k != 4 else (40, 40, 3)
+        cv2.imwrite(str(folder / f"f{k}.png"), _picture(k)[: shape[0], : shape[1]])
+    summary = vd.flow_many(
+        folder, tmp_path / "out", chunk=2, client=client, backend="cpu",
+        progress=False, retries=0,
+    )  # fmt: skip
+    assert sorted(summary.written) == ["frames[0:2]", "frames[1:4]"]
+    errors = {e.name: e.error for e in summary.failed}
+    assert "frame 4 (" in errors["frames[3:6]"] and "f4.png" in errors["frames[3:6]"]
+    assert "frames[1]" not in errors["frames[3:6]"]
+    assert vd._frame_names("frames[2] and frames[0]", 10, None) == (
+        "frame 12 and frame 10"
+    )

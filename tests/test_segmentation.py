@@ -737,3 +737,21 @@ def test_grabcut_gpu_large_smoothness():
         gpu = grabcut(noisy, smoothness=gamma, iterations=1, backend="gpu", **kw)
         assert (gpu.mask == cpu.mask).mean() > 0.99  # (the models' float sums differ)
         assert gpu.mask[fg].all() and not gpu.mask[bg].any()
+
+
+def test_grabcut_progress_ends_at_the_total(backend):
+    """The progress reaches ``(iterations, iterations)`` once, also when the cuts
+    converge before the last iteration (it stopped at the converged iteration)."""
+    calls = []
+    res = grabcut(
+        _two_tone(), rect=RECT, iterations=12, backend=backend,
+        callback=lambda i, n: calls.append((i, n)),
+    )  # fmt: skip
+    assert res.iterations < 12  # converged early on this picture
+    assert calls == [(i, 12) for i in range(1, res.iterations + 1)] + [(12, 12)]
+    calls.clear()
+    res = grabcut(
+        _two_tone(), rect=RECT, iterations=1, backend=backend,
+        callback=lambda i, n: calls.append((i, n)),
+    )  # fmt: skip
+    assert res.iterations == 1 and calls == [(1, 1)]

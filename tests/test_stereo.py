@@ -1280,3 +1280,24 @@ def test_stereo_weights_values_and_checks():
     bad[1, 1] = np.nan
     with pytest.raises(ValueError, match=r"left must hold finite values .* \(1, 1\)"):
         stereo_weights(bad)
+
+
+@pytest.mark.parametrize("max_cycles", [1, 8])
+def test_expansion_progress_ends_once_at_the_total(backend, max_cycles):
+    """The expansion's progress rises by one move a report and ends with one
+    ``(total, total)``, whether every cycle ran (``max_cycles=1``) or the cycles
+    stopped early; the last report came twice when every cycle ran."""
+    rng = np.random.default_rng(5)
+    left = rng.integers(0, 256, (24, 40, 3), dtype=np.uint8)
+    right = np.roll(left, -2, axis=1)
+    calls = []
+    stereo_disparity(
+        left, right, max_disparity=6, method="expansion", backend=backend,
+        max_cycles=max_cycles, moves_per_cut=1,
+        callback=lambda d, t: calls.append((d, t)),
+    )  # fmt: skip
+    total = calls[-1][1]
+    assert total == max_cycles * 7 and calls[-1] == (total, total)  # labels 0..6
+    done = [d for d, _ in calls]
+    assert done == list(range(1, len(done))) + [total]
+    assert done.count(total) == 1 and all(t == total for _, t in calls)

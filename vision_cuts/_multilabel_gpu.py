@@ -123,13 +123,13 @@ def _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas) -> tuple:
     lab = cupy.ascontiguousarray(cupy.asarray(labels), dtype=cupy.int32)
     stats: dict = {}
     # progress as the CPU loop reports it: after every move but the last, then
-    # (total, total) once; the loop reports after every move and (total, total), so
-    # each report goes out two reports late and the last move's is dropped
+    # (total, total) once; the loop reports after every move, so each report goes out
+    # one report late and the last move's is replaced by (total, total)
     held: list = []
 
     def progress(done: int, total: int) -> None:
         held.append((done, total))
-        if len(held) > 2:
+        if len(held) > 1:
             callback(*held.pop(0))
 
     expansion_loop(
@@ -138,10 +138,14 @@ def _cycles(u, v, w, labels, max_cycles, tol, callback, groups, betas) -> tuple:
         max_cycles=max_cycles,
         tol=tol,
         callback=None if callback is None else progress,
+        final=False,
         stats=stats,
     )
     if callback is not None:
-        callback(*held[-1])
+        total = (
+            max(1, max_cycles) * int(moves.groups.shape[0]) * int(moves.groups.shape[1])
+        )
+        callback(total, total)
     ncuts = int(moves.groups.shape[0])  # a cycle's
     cycles = [
         {"energy": int(e), "cuts": ncuts, "improving_moves": int(a), "skipped_moves": 0}

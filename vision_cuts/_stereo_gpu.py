@@ -527,10 +527,15 @@ def expansion_loop(
     max_cycles: int,
     tol: float = 0.0,
     callback: Any = None,
+    final: bool = True,
     stats: dict | None = None,
 ) -> Any:
     """Alpha-expansion cycles over ``moves.groups`` (or swap cycles, where ``moves``
     builds swap moves); ``labels`` (int32) is updated in place and returned.
+
+    ``callback(done, total)`` after each move (``total`` the moves of ``max_cycles``
+    cycles), and with ``final`` once more as ``(total, total)`` where the cycles stop
+    early, so that the last report always reads ``done == total``.
 
     A cycle tries every group once: one cut for the group's stacked moves, then each
     move applied in turn if it lowers the energy. Stops after ``max_cycles`` cycles,
@@ -565,7 +570,7 @@ def expansion_loop(
         before, after = energies[-2], energies[-1]
         if after >= before or (tol > 0 and before - after <= tol * abs(before)):
             break
-    if callback is not None:
+    if callback is not None and final and done < total:
         callback(total, total)
     if stats is not None:
         stats.update(

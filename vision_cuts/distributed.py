@@ -130,8 +130,10 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
     ``gpu=None`` (default): one worker per GPU where GPUs exist (``dask-cuda``'s
     ``LocalCUDACluster``, or without it one worker process a GPU, each seeing its
     own), else CPU worker processes. ``workers``: the number of workers
-    (GPU: at most the GPUs; CPU: default the CPU count, one task at a time each, the
-    cores shared among them through ``VISION_CUTS_THREADS``). Closing the client
+    (GPU: at most the GPUs; CPU: default one a core, one task at a time each). The
+    workers share this process's threads: ``VISION_CUTS_THREADS`` where it is set,
+    else the cores its CPU affinity allows; each worker's solvers, numba and OpenMP get
+    an equal part. Closing the client
     closes its cluster: ``with local_client() as client: ...``.
     """
     dist = _distributed()
@@ -152,7 +154,7 @@ def local_client(workers: int | None = None, *, gpu: bool | None = None) -> Any:
     # settings as well as the clusters' ``env``: dask-cuda's LocalCUDACluster replaces
     # a worker's ``env`` with its CUDA_VISIBLE_DEVICES, and the workers then ran with
     # the nannies' OMP_NUM_THREADS=1.
-    n_env = _gpu_workers(workers, gpus) if gpu else (workers or os.cpu_count() or 1)
+    n_env = _gpu_workers(workers, gpus) if gpu else (workers or _cores())
     with dask.config.set(
         {
             "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
@@ -188,12 +190,21 @@ def _gpu_workers(workers: int | None, gpus: int) -> int:
 _GPU_WORKER_OPENCV_THREADS = 4
 
 
+def _cores() -> int:
+    """The threads the workers of a local cluster share: ``VISION_CUTS_THREADS`` where
+    it is set, else the cores this process may run on (its CPU affinity, not the
+    machine's count: a container or ``taskset`` may give it fewer)."""
+    from ._maxflow_cpu import default_threads
+
+    return default_threads()
+
+
 def _thread_env(n: int, gpu: bool = False) -> dict:
-    """The environment of n worker processes that share this machine's cores: the
-    CPU solvers' and OpenMP's threads (Dask's nannies set OMP_NUM_THREADS=1 by
-    default, which makes every OpenMP-threaded step of a worker single-threaded);
-    ``gpu``: also OpenCV's (``_GPU_WORKER_OPENCV_THREADS``)."""
-    share = max(1, (os.cpu_count() or 1) // n)
+    """The environment of n worker processes that share this process's cores
+    (:func:`_cores`): the CPU solvers' and OpenMP's threads (Dask's nannies set
+    OMP_NUM_THREADS=1 by default, which makes every OpenMP-threaded step of a worker
+    single-threaded); ``gpu``: also OpenCV's (``_GPU_WORKER_OPENCV_THREADS``)."""
+    share = max(1, _cores() // n)
     threads = str(share)
     env = {
         "VISION_CUTS_THREADS": threads,
@@ -221,7 +232,7 @@ def _cluster(dist: Any, workers: int | None, gpu: bool, gpus: int) -> Any:
             dashboard_address=":0",
             env=_thread_env(n, gpu=True),
         )
-    n = workers or os.cpu_count() or 1
+    n = workers or _cores()
     return dist.LocalCluster(
         n_workers=n,
         threads_per_worker=1,
@@ -349,9 +360,17 @@ def _run(
             summary.skipped.append(name)
         else:
             todo.append((name, payload, outs))
+    folders = sorted({p.parent for _, _, outs in todo for p in outs})
+    made = [f for f in folders if not f.exists()]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
     own = client is None
-    if own and todo:
-        client = local_client(workers)
+    try:
+        if own and todo:
+            client = local_client(workers)
+    except BaseException:
+        _remove_empty(made)
+        raise
     try:
         nworkers = len(client.scheduler_info().get("workers", {})) if todo else 1
         limit = max_in_flight or 4 * max(1, nworkers)
@@ -435,8 +454,19 @@ def _run(
                 for f in folder.iterdir():
                     f.unlink(missing_ok=True)
                 folder.rmdir()
+        if not summary.written:  # an error before any output: no empty folders
+            _remove_empty(made)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders that hold nothing (the deepest first)."""
+    import contextlib
+
+    for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 # ------------------------------------------------------------------ inputs
@@ -515,11 +545,40 @@ def _expand(items: Any, what: str) -> list:
 
 
 def _out_dir(out_dir: Any) -> Path:
+    """``out_dir`` as a path (made by :func:`_run` once every input has been
+    checked: a call that fails on its inputs leaves no empty folder behind)."""
     if not isinstance(out_dir, (str, os.PathLike)):
         raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
     path = Path(out_dir)
-    path.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"out_dir {str(path)!r} is a file, not a folder")
     return path
+
+
+def _check_keywords(
+    front_end: Callable, params: dict, taken: tuple[str, ...], what: str
+) -> None:
+    """The keywords meant for ``front_end``, checked here before any worker starts: a
+    name it does not take, or one that ``what`` sets itself for each item, is a
+    TypeError naming it (in a worker it would fail every item in turn)."""
+    import inspect
+
+    accepted = inspect.signature(front_end).parameters
+    for key in params:
+        if key in taken:
+            raise TypeError(
+                f"{what}() sets {key!r} itself for each item; it cannot be passed "
+                f"on to {front_end.__name__}()"
+            )
+        if key not in accepted or accepted[key].kind not in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            names = ", ".join(sorted(set(accepted) - set(taken)))
+            raise TypeError(
+                f"{what}() got the keyword {key!r}, which {front_end.__name__}() "
+                f"does not take (it takes {names})"
+            )
 
 
 # ------------------------------------------------------------------ front ends
@@ -560,6 +619,9 @@ def segment_many(
     docstring for ``client``, ``workers``, ``retries``, ``overwrite``, ``progress`` and
     ``max_in_flight``.
     """
+    from .segmentation import grabcut
+
+    _check_keywords(grabcut, grabcut_params, ("image", "rect", "init"), "segment_many")
     items = _expand(images, "images")
     if rects is not None and len(rects) != len(items):
         raise ValueError(
@@ -613,6 +675,9 @@ def stereo_many(
     left image's name, or ``item000000``, ... for arrays). ``pairs``: a sequence of
     ``(left, right)``, paths or arrays. Other keywords go to
     :func:`vision_cuts.stereo_disparity`."""
+    from .stereo import stereo_disparity
+
+    _check_keywords(stereo_disparity, stereo_params, ("left", "right"), "stereo_many")
     if isinstance(pairs, (str, os.PathLike)) or not isinstance(pairs, Iterable):
         raise TypeError(
             f"pairs must be a sequence of (left, right), got {type(pairs).__name__}"
@@ -695,16 +760,43 @@ def _chunk_ranges(frames: int, chunk: int) -> list[tuple[int, int]]:
     return [(a, b + 1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _flow_chunk(payload: Any, **params: Any) -> list:
+def _flow_chunk(payload: tuple, **params: Any) -> list:
+    """``payload``: ``("video", path, start, stop)`` or ``("frames", start, items)``
+    (paths or arrays). An error about a frame names it by its index in the whole
+    sequence and, where it is a file, by its path (optical_flow_frames counts the
+    frames of the chunk from 0)."""
     from .optical_flow import optical_flow_frames
 
     # frames go in as they are read: optical_flow_frames reads the next frame on its
     # own thread while it solves the current pair, so decoding overlaps the flow
-    if isinstance(payload, tuple) and payload and payload[0] == "video":
+    if payload[0] == "video":
+        start, items = payload[2], None
         frames = _video_frames(*payload[1:])
     else:
-        frames = (_read_rgb(f) for f in payload)
-    return [r.dense for r in optical_flow_frames(frames, dense=True, **params)]
+        start, items = payload[1], payload[2]
+        frames = (_read_rgb(f) for f in items)
+    try:
+        return [r.dense for r in optical_flow_frames(frames, dense=True, **params)]
+    except (ValueError, TypeError) as exc:
+        if type(exc) not in (ValueError, TypeError):
+            raise
+        raise type(exc)(_frame_names(str(exc), start, items)) from None
+
+
+def _frame_names(message: str, start: int, items: list | None) -> str:
+    """``message`` with each ``frames[i]`` of a chunk that starts at frame ``start``
+    written as ``frame <start + i>``, followed by the frame's path where it is a
+    file."""
+
+    def name(match: re.Match) -> str:
+        i = int(match.group(1))
+        text = f"frame {start + i}"
+        if items is not None and i < len(items):
+            if isinstance(items[i], (str, os.PathLike)):
+                text += f" ({str(items[i])!r})"
+        return text
+
+    return re.sub(r"frames\[(\d+)\]", name, message)
 
 
 def flow_many(
@@ -731,6 +823,9 @@ def flow_many(
     border frames; a chunk is one task, warm-started within itself. Other keywords go to
     :func:`vision_cuts.optical_flow_frames`.
     """
+    from .optical_flow import optical_flow_frames
+
+    _check_keywords(optical_flow_frames, flow_params, ("frames", "dense"), "flow_many")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     if isinstance(sequences, dict):
@@ -766,7 +861,7 @@ def flow_many(
             part = (
                 ("video", str(seq), start, stop)
                 if frames is None
-                else frames[start:stop]
+                else ("frames", start, frames[start:stop])
             )
             outs = [out / f"{seq_name}_{i:06d}.flo" for i in range(start, stop - 1)]
             jobs.append((f"{seq_name}[{start}:{stop}]", part, outs))
@@ -819,6 +914,12 @@ def assignment_many(
     passes through this process) or an array. Other keywords go to
     :func:`vision_cuts.linear_sum_assignment_batched` (``maximize``, ``backend``).
     """
+    from .assignment import linear_sum_assignment_batched
+
+    _check_keywords(
+        linear_sum_assignment_batched, params, ("costs", "return_stats"),
+        "assignment_many",
+    )  # fmt: skip
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     if isinstance(costs, (str, os.PathLike)):

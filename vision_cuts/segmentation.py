@@ -782,7 +782,9 @@ def grabcut(
         A previous result to refine (the interactive loop): its mask and colour models
         are the starting point, and ``rect`` / scribbles add constraints.
     callback : callable, optional
-        Called as ``callback(iteration, iterations)`` after each cut (progress);
+        Called as ``callback(iteration, iterations)`` after each cut (progress), and
+        once more as ``(iterations, iterations)`` where the cuts stop early (a cut
+        that changed nothing), so that the last call always reads done == total;
         checked to be callable up front.
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
@@ -856,6 +858,8 @@ def grabcut(
         img, labels, (fixed_bg, fixed_fg), window, weights, models, k, iterations,
         callback,
     )  # fmt: skip
+    if callback is not None and made < iterations:  # converged early: the bar ends
+        callback(int(iterations), int(iterations))
     if is_cupy_array(mask) != is_cupy_array(image):  # the image's array kind
         import cupy
 
