@@ -902,6 +902,18 @@ def test_dimacs_comment_lines_by_first_character(tmp_path):
     assert maximum_flow(g, s, t, backend="cpu").value == 7
 
 
+def test_dimacs_byte_order_mark_is_skipped(tmp_path):
+    """A file that starts with a UTF-8 byte-order mark (Windows editors) was refused
+    with "unknown line type" and three replacement characters."""
+    path = tmp_path / "bom.max"
+    path.write_bytes(b"\xef\xbb\xbfp max 2 1\r\nn 1 s\r\nn 2 t\r\na 1 2 7\r\n")
+    g, s, t = read_dimacs(path)
+    assert maximum_flow(g, s, t, backend="cpu").value == 7
+    path.write_bytes(b"p max 2 1\nn 1 s\nn 2 t\na 1 2 \xd9\xa7\n")  # Arabic 7
+    with pytest.raises(DimacsFormatError, match="line 4: non-integer field"):
+        read_dimacs(path)
+
+
 def test_integer_scale_beyond_float_precision():
     g = flow_graph([0], [1], [1], scale=2**53 + 1)
     assert int(g.capacity[0]) == 2**53 + 1

@@ -755,3 +755,25 @@ def test_grabcut_progress_ends_at_the_total(backend):
         callback=lambda i, n: calls.append((i, n)),
     )  # fmt: skip
     assert res.iterations == 1 and calls == [(1, 1)]
+
+
+def test_grabcut_float_images_on_another_scale_are_refused():
+    """A 0..255 picture given as floats was multiplied by 255 like a [0, 1] one (its
+    colours 255 times too bright) without a word; an overshoot of a resampling filter
+    is still read as [0, 1]."""
+    img = _two_tone()
+    with pytest.raises(ValueError, match=r"float image must lie in \[0, 1\].*by 255"):
+        grabcut(img.astype(np.float64), rect=RECT, backend="cpu")
+    with pytest.raises(ValueError, match=r"float image must lie in \[0, 1\]"):
+        grabcut(img / 255.0 - 0.8, rect=RECT, backend="cpu")
+    over = img / 255.0 * 1.1 - 0.05  # within the slack
+    mask = grabcut(over, rect=RECT, backend="cpu").mask
+    assert (mask.astype(bool) == _truth()).mean() > 0.99
+
+
+def test_grabcut_foreground_scribble_outside_the_box_is_obeyed():
+    """As documented: a foreground stroke outside the box wins over the box."""
+    fg = np.zeros((60, 80), bool)
+    fg[2, 2] = True
+    res = grabcut(_two_tone(), rect=RECT, foreground=fg, backend="cpu")
+    assert res.mask[2, 2] == 1

@@ -144,7 +144,7 @@ def test_bad_inputs(rng):
     for bad in (0, -1, 20, 25):
         with pytest.raises(ValueError, match="max_disparity"):
             stereo_disparity(left, left, max_disparity=bad)
-    with pytest.raises(ValueError, match="max_disparity"):
+    with pytest.raises(TypeError, match="max_disparity"):
         stereo_disparity(left, left, max_disparity=2.5)
     with pytest.raises(ValueError, match="method"):
         stereo_disparity(left, left, max_disparity=3, method="sgm")
@@ -1177,6 +1177,8 @@ _BAD_SCALARS = [
     ({"tol": None}, TypeError, "tol must be a number, got None"),
     ({"tol": -0.5}, ValueError, "tol must be a finite number >= 0, got -0.5"),
     ({"callback": 3}, TypeError, "callback must be callable, got int"),
+    ({"census_radius": 1.5}, TypeError, "census_radius must be an integer, got 1.5"),
+    ({"census_radius": 0}, ValueError, "census_radius must be an integer, census_"),
 ]  # fmt: skip
 
 
@@ -1301,3 +1303,90 @@ def test_expansion_progress_ends_once_at_the_total(backend, max_cycles):
     done = [d for d, _ in calls]
     assert done == list(range(1, len(done))) + [total]
     assert done.count(total) == 1 and all(t == total for _, t in calls)
+
+
+def test_max_disparity_of_another_type_is_a_type_error(rng):
+    left, right = _shifted_pair(rng, dtype=np.uint8)
+    with pytest.raises(TypeError, match=r"max_disparity must be an integer, got 4.0"):
+        stereo_disparity(left, right, max_disparity=4.0, backend="cpu")
+    with pytest.raises(ValueError, match="0 < max_disparity < image width"):
+        stereo_disparity(left, right, max_disparity=0, backend="cpu")
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        ({"ad_truncation": 0}, ValueError, "ad_truncation must be a finite number > "),
+        ({"ad_truncation": -5}, ValueError, "ad_truncation must be a finite number > "),
+        ({"ad_truncation": float("nan")}, ValueError, "ad_truncation must be a finite"),
+        ({"ad_truncation": "20"}, TypeError, "ad_truncation must be a number"),
+        ({"census_weight": -1}, ValueError, "census_weight must be a finite number >="),
+        ({"census_weight": float("inf")}, ValueError, "census_weight must be a finite"),
+    ],
+)  # fmt: skip
+def test_cost_volume_numbers_are_checked(rng, kw, error, match):
+    """These gave NaN costs (ad_truncation 0 or NaN), costs of 1 everywhere (negative
+    ad_truncation) or negative costs (negative census_weight) without an error."""
+    from vision_cuts.stereo import stereo_cost_volume
+
+    left, right = _shifted_pair(rng, dtype=np.uint8)
+    with pytest.raises(error, match=match):
+        stereo_cost_volume(left, right, 3, backend="cpu", **kw)
+    cost = stereo_cost_volume(left, right, 3, backend="cpu", census_weight=0.5)
+    assert np.isfinite(cost).all() and 0 <= cost.min() and cost.max() <= 1.5
+
+
+@pytest.mark.parametrize("method", ["expansion", "ishikawa", "ishikawa_pyramid"])
+def test_solve_disparity_takes_any_cost_offset(rng, method):
+    """A constant added to every cost leaves the minimiser alone: a positive offset
+    that puts the costs beyond int32 was refused ("cost range" of 2**31 and more),
+    while the same negative offset was taken."""
+    cost = rng.integers(0, 50, (4, 5, 6))
+    w = rng.integers(0, 5, (2, 5, 6))
+    want = solve_disparity(cost, w, method=method, backend="cpu")
+    for offset in (2**31, -(2**31), 2**40):
+        got = solve_disparity(cost + offset, w, method=method, backend="cpu")
+        np.testing.assert_array_equal(got, want)
+    big = cost.astype(np.uint64) + np.uint64(2**63)
+    np.testing.assert_array_equal(
+        solve_disparity(big, w, method=method, backend="cpu"), want
+    )
+    with pytest.raises(ValueError, match="too large for int32 move graphs"):
+        solve_disparity(cost * 2**27, w, method=method, backend="cpu")
+
+
+def test_solve_disparity_stats_of_an_offset_are_the_given_costs(rng):
+    cost = rng.integers(0, 50, (4, 5, 6))
+    w = rng.integers(0, 5, (2, 5, 6))
+    plain, shifted = {}, {}
+    d = solve_disparity(cost, w, moves_per_cut=2, stats=plain, backend="cpu")
+    solve_disparity(cost + 2**31, w, moves_per_cut=2, stats=shifted, backend="cpu")
+    assert shifted["energies"] == [e + 2**31 * 30 for e in plain["energies"]]
+    assert shifted["energies"][-1] == stereo_energy(
+        cost + 2**31, w, d, smoothness="truncated_linear"
+    )
+
+
+@pytest.mark.parametrize("method", ["expansion", "ishikawa", "ishikawa_pyramid"])
+def test_solve_disparity_one_disparity_or_no_pixel(method):
+    """One disparity: every label is 0 (expansion asked for a unary of L >= 2); no
+    pixel: an empty labelling (NumPy's zero-size reduction error before)."""
+    cost = np.arange(30).reshape(1, 5, 6)
+    calls = []
+    got = solve_disparity(
+        cost, np.ones((2, 5, 6), int), method=method, backend="cpu",
+        callback=lambda d, t: calls.append((d, t)),
+    )  # fmt: skip
+    assert got.shape == (5, 6) and not got.any() and calls == [(1, 1)]
+    empty = solve_disparity(
+        np.zeros((3, 0, 4), int), np.zeros((2, 0, 4), int), method=method,
+        backend="cpu",
+    )  # fmt: skip
+    assert empty.shape == (0, 4)
+
+
+def test_stereo_energy_of_float_costs_names_no_missing_parameter():
+    labels = np.zeros((4, 5), int)
+    with pytest.raises(TypeError, match=r"quantise it first") as info:
+        stereo_energy(np.zeros((3, 4, 5)), np.zeros((2, 4, 5), int), labels)
+    assert "Pass scale" not in str(info.value)

@@ -63,10 +63,11 @@ def read_dimacs(path: str | os.PathLike) -> FlowProblem:
     -----
     Numeric fields are decimal integers (digits with an optional sign). The limits of
     :func:`~vision_cuts.flow_graph` apply and are reported at the line that breaks
-    them: at most 2**31 - 2 nodes and 2**31 - 1 arcs, each capacity at most 2**62 and
-    their sum at most 2**61. The node count may exceed ``2 * arcs + 2`` (the nodes the
-    arcs and the terminals can name) by at most ``MAX_ISOLATED_NODES`` (2**24)
-    isolated nodes.
+    them: at most 2**31 - 2 nodes and 2**31 - 1 arcs, and capacities whose sum is at
+    most 2**61 (so each is too). The node count may exceed ``2 * arcs + 2`` (the nodes
+    the arcs and the terminals can name) by at most ``MAX_ISOLATED_NODES`` (2**24)
+    isolated nodes. A byte-order mark at the start of the file (as some Windows
+    editors write) is skipped.
     """
     name = os.fspath(path)
     n = m = None
@@ -89,7 +90,7 @@ def read_dimacs(path: str | os.PathLike) -> FlowProblem:
         except ValueError:  # more digits than Python converts
             raise fail(lineno, f"{what} with too many digits") from None
 
-    with open(name, encoding="ascii", errors="replace") as f:
+    with open(name, encoding="utf-8-sig", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
             if not parts or parts[0].startswith("c"):  # a comment ("c", "c---", ...)

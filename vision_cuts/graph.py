@@ -53,8 +53,9 @@ __all__ = [
     "washington_rlg_graph",
 ]
 
-# Each arc capacity is at most 2**62 and the total of all capacities at most 2**61, so
-# every residual capacity, excess and flow value fits in int64 without overflow.
+# The total of all capacities is at most 2**61 (so each capacity is too), so every
+# residual capacity, excess and flow value fits in int64 without overflow. A value
+# beyond MAX_CAPACITY is refused on its own, before a sum that could wrap is taken.
 MAX_CAPACITY = 1 << 62
 _MAX_TOTAL = MAX_CAPACITY // 2
 _MAX_NODES = (1 << 31) - 2
@@ -315,7 +316,8 @@ def flow_graph(
     tails, heads : array_like of int, shape (E,)
         Edge ``i`` goes from ``tails[i]`` to ``heads[i]`` (0-based node indices).
     capacities : array_like of int, shape (E,), or a scalar
-        Non-negative integer capacities (at most 2**62 each, sum at most 2**61).
+        Non-negative integer capacities whose sum is at most 2**61 (so each is too;
+        a single value beyond 2**62 is named as such before the sum is taken).
     num_nodes : int, optional
         Number of nodes (at most 2**31 - 2); default ``max(tails, heads) + 1``.
     scale : float, optional

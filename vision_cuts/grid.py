@@ -15,7 +15,8 @@ direction (the arc to the forward neighbour, then the arc to the backward one):
   corner diagonals ``+x+y+z``, ``-x+y+z``, ``+x-y+z``, ``-x-y+z`` (planes 18-25).
 
 :func:`neighbour_offsets` gives the step of every plane. Arcs that would leave the grid
-do not exist; their entries are ignored (set to zero).
+do not exist; their entries are ignored (set to zero), though still checked as values
+(a negative capacity or weight there is an error, as anywhere).
 Cut convention: ``labels[p] == 1`` means p is on the sink side (``x_p = 1``), as in
 PyMaxflow and Kolmogorov & Zabih; cutting ``source[p]`` is the cost of ``x_p = 1`` and
 cutting ``sink[p]`` the cost of ``x_p = 0``.
@@ -255,7 +256,8 @@ def grid_graph(
         Directed arc capacities, ``K = 4`` (2-D: +x, -x, +y, -y) or ``K = 6`` (3-D, then
         +z, -z), x being the last axis; ``K = 8`` (2-D) and ``K = 18`` or ``26`` (3-D)
         add the diagonal planes of the module docstring. Forward and backward
-        capacities may differ. Entries of arcs that would leave the grid are ignored.
+        capacities may differ. Entries of arcs that would leave the grid are ignored
+        (but checked: they must be valid capacities too).
     scale : float, optional
         Quantise floating-point capacities to ``round(value * scale)``; without it,
         floating inputs are a TypeError.
@@ -401,7 +403,8 @@ def grid_energy(
         Per-edge multiplier ``w_pq``; ``weights[d, p]`` couples p with its forward
         neighbour in direction ``d`` (0 = +x, last axis; 1 = +y; 2 = +z in 3-D, then
         the diagonals in the module docstring's order). Entries whose neighbour lies
-        outside the grid are ignored. Default 1.
+        outside the grid are ignored (``grid_energy`` does not check them;
+        ``minimize_labels`` checks every entry). Default 1.
     connectivity : int
         The neighbourhood: its number of neighbours (2-D: 4 or 8; 3-D: 6, 18 or 26) or
         SciPy's rank (1: faces, the default; 2: and edges; 3: and corners). Diagonal

@@ -28,10 +28,18 @@ def _adjacency(graph: Any) -> tuple[Any, Any, int, int, bool]:
             f"graph must be a sparse matrix in CSR, CSC, COO, LIL or DOK format, got "
             f"{fmt.upper()}: convert it to CSR first, with the edges as stored entries"
         )
+    n_rows, n_cols = (int(s) for s in graph.shape)
+    if fmt == "coo":  # tocsr() writes through unchecked row and column indices
+        for name, ind, size in (("row", graph.row, n_rows), ("col", graph.col, n_cols)):
+            if ind.size and (int(ind.min()) < 0 or int(ind.max()) >= size):
+                bad = int(((ind < 0) | (ind >= size)).argmax())
+                raise ValueError(
+                    f"graph has out-of-range index arrays: its COO {name} index "
+                    f"{int(ind[bad])} at entry {bad} lies outside [0, {size})"
+                )
     if fmt not in ("csr", "csc"):
         graph = graph.tocsr()
         fmt = "csr"
-    n_rows, n_cols = (int(s) for s in graph.shape)
     if fmt == "csr":
         return graph.indptr, graph.indices, n_rows, n_cols, True
     return graph.indptr, graph.indices, n_cols, n_rows, False

@@ -145,6 +145,12 @@ def _xp_of(backend: str):
     return np
 
 
+#: how far a float image may stray outside [0, 1] (the overshoot of a resampling
+#: filter); beyond it, a picture on another scale (0..255 floats) would be read as
+#: colours 255 times too bright
+_FLOAT_SLACK = 0.5
+
+
 def _as_image(image: Any, xp) -> Any:
     """(M, N, 3) float32 in [0, 255] on the backend, from grey / RGB / RGBA input."""
     if not (is_cupy_array(image) or isinstance(image, np.ndarray)):
@@ -176,9 +182,21 @@ def _as_image(image: Any, xp) -> Any:
             f"in 0..255)"
         )
     img = (to_numpy(image) if xp is np else xp.asarray(image)).astype(xp.float32)
+    if kind == "f" and img.size:
+        if not bool(xp.isfinite(img).all()):
+            raise ValueError("image must be finite (no NaN or infinity)")
+        lo, hi = float(img.min()), float(img.max())
+        if not -_FLOAT_SLACK <= lo <= hi <= 1 + _FLOAT_SLACK:
+            raise ValueError(
+                f"a float image must lie in [0, 1] (it is multiplied by 255), got "
+                f"values in [{lo:g}, {hi:g}]"
+                + (
+                    "; for a 0..255 picture divide it by 255 or pass it as uint8"
+                    if hi > 1 + _FLOAT_SLACK
+                    else ""
+                )  # fmt: skip
+            )
     img = img * xp.float32(scale)
-    if kind == "f" and not bool(xp.isfinite(img).all()):
-        raise ValueError("image must be finite (no NaN or infinity)")
     if img.ndim == 2:
         img = xp.stack([img, img, img], axis=-1)
     return xp.ascontiguousarray(img)
@@ -751,11 +769,14 @@ def grabcut(
     ----------
     image : ndarray, shape (M, N, 3), (M, N, 4) or (M, N)
         RGB (alpha ignored) or grey picture; uint8, uint16, float in [0, 1] or bool
-        (other integer dtypes: convert them first).
+        (other integer dtypes: convert them first). Float values may stray up to 0.5
+        outside [0, 1] (a resampling filter's overshoot); beyond that (a 0..255
+        picture in floats) they are a ValueError.
     rect : tuple of int, optional
         ``(x, y, width, height)`` box around the object: everything outside it is
-        background. Clipped to the image; it must overlap it. Integers (floats of
-        integral value too); no strings or bools.
+        background, but for ``foreground`` scribbles (a stroke outside a box drawn
+        too small is obeyed). Clipped to the image; it must overlap it. Integers
+        (floats of integral value too); no strings or bools.
     foreground, background : ndarray of bool, shape (M, N), optional
         Scribbles: pixels that must be foreground / background (hard constraints,
         kept whatever the smoothness). Bool, or numbers that are all 0 or 1.

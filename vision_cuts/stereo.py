@@ -178,8 +178,9 @@ def _check_max_disparity(max_disparity: Any, width: int) -> int:
     if isinstance(max_disparity, bool) or not isinstance(
         max_disparity, (int, np.integer)
     ):
-        raise ValueError(
-            f"max_disparity must be an integer, got {type(max_disparity).__name__}"
+        raise TypeError(
+            f"max_disparity must be an integer, got {max_disparity!r} "
+            f"({type(max_disparity).__name__})"
         )
     if max_disparity <= 0 or max_disparity >= width:
         raise ValueError(
@@ -263,6 +264,8 @@ def stereo_cost_volume(
         census_weight].
     """
     window = check_int(window, "window", 1, _MAX_WINDOW)
+    ad_truncation = check_number(ad_truncation, "ad_truncation", 0, above=True)
+    census_weight = check_number(census_weight, "census_weight", 0)
     which = resolve_backend(backend, left, right)
     lp, rp = _check_pair(left, right, _xp(which))
     max_disparity = _check_max_disparity(max_disparity, lp.shape[1])
@@ -270,10 +273,12 @@ def stereo_cost_volume(
         cost = _cost_volume_gpu(
             lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
         )
-        return _same_kind(cost, left)
-    cost = _cost_volume_cpu(
-        lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
-    )
+    else:
+        cost = _cost_volume_cpu(
+            lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
+        )
+    # the box filter's float sums leave values a rounding error outside the range
+    _xp(which).clip(cost, 0, 1 + census_weight, out=cost)
     return _same_kind(cost, left)
 
 
@@ -281,12 +286,8 @@ def _check_census_radius(census_radius: Any, backend: str) -> int:
     from ._stereo_gpu import MAX_CENSUS_RADIUS
 
     top = MAX_CENSUS_RADIUS if backend == "gpu" else None
-    if (
-        isinstance(census_radius, bool)
-        or not isinstance(census_radius, (int, np.integer))
-        or census_radius < 1
-        or (top is not None and census_radius > top)
-    ):
+    check_int(census_radius, "census_radius")  # a TypeError for a non-integer
+    if census_radius < 1 or (top is not None and census_radius > top):
         limit = (
             f"1 <= census_radius <= {top} on the GPU" if top else "census_radius >= 1"
         )
@@ -394,11 +395,19 @@ def stereo_energy(
     summed in int64, so ``n max|cost| + 2 n max|weights| max V`` (``n`` pixels) must
     stay below 2**62.
     """
-    c, cmax = _as_cost(to_numpy(regular_array(cost, "cost")), "cost", None, np)
+    cost, weights = (to_numpy(regular_array(cost, "cost")),
+                     to_numpy(regular_array(weights, "weights")))  # fmt: skip
+    for name, a in (("cost", cost), ("weights", weights)):
+        if a.dtype.kind == "f":  # _as_cost's hint names a scale this function lacks
+            raise TypeError(
+                f"{name} has floating dtype {a.dtype}; the energy takes the integer "
+                f"{name} a solve takes: quantise it first (round({name} * scale))"
+            )
+    c, cmax = _as_cost(cost, "cost", None, np)
     if c.ndim != 3 or c.shape[0] < 1:
         raise ValueError(f"cost must have shape (D, M, N), got {tuple(c.shape)}")
     nd, grid = c.shape[0], c.shape[1:]
-    w, wmax = _as_cost(to_numpy(regular_array(weights, "weights")), "weights", None, np)
+    w, wmax = _as_cost(weights, "weights", None, np)
     if w.shape != (2, *grid):
         raise ValueError(
             f"weights must have shape (2, M, N) = {(2, *grid)}, got {tuple(w.shape)}"
@@ -802,7 +811,10 @@ def _ishikawa_pyramid(
     return d
 
 
-def _check_solver_inputs(c: Any, w: Any, kind: str, trunc: int, xp: Any) -> None:
+def _check_solver_inputs(c: Any, w: Any, kind: str, trunc: int, xp: Any) -> int:
+    """The checks of :func:`solve_disparity`'s arrays. Returns the constant to take
+    from every cost before the solve (0 but where positive costs need it to fit the
+    int32 move graphs: a constant leaves the minimiser as it is)."""
     if c.ndim != 3 or tuple(w.shape) != (2, *c.shape[1:]):
         raise ValueError(
             f"cost must be (D, M, N) and weights (2, M, N), got {tuple(c.shape)} and "
@@ -812,17 +824,21 @@ def _check_solver_inputs(c: Any, w: Any, kind: str, trunc: int, xp: Any) -> None
         raise TypeError("cost and weights must be integer arrays; quantise them first")
     if w.size and int(w.min()) < 0:
         raise ValueError("weights must be non-negative")
-    if c.size:
-        # every capacity of a move graph is at most the cost range plus the four pair
-        # terms of a node (int32 on both backends)
-        vmax = {"potts": 1, "truncated_linear": trunc, "linear": c.shape[0] - 1}[kind]
-        span = int(c.max()) - min(int(c.min()), 0)
-        top = span + 4 * (int(w.max()) if w.size else 0) * vmax
-        if top > _INT32_MAX:
-            raise ValueError(
-                f"cost and weights are too large for int32 move graphs (cost range + 4 "
-                f"* max weight * max V = {top} > {_INT32_MAX}); lower the cost scale"
-            )
+    if not c.size:
+        return 0
+    # every capacity of a move graph is at most the cost range plus the four pair
+    # terms of a node (int32 on both backends)
+    vmax = {"potts": 1, "truncated_linear": trunc, "linear": c.shape[0] - 1}[kind]
+    lo, hi = int(c.min()), int(c.max())
+    pairs = 4 * (int(w.max()) if w.size else 0) * vmax
+    shift = lo if lo > 0 and hi + pairs > _INT32_MAX else 0
+    top = (hi - shift) - min(lo - shift, 0) + pairs
+    if top > _INT32_MAX:
+        raise ValueError(
+            f"cost and weights are too large for int32 move graphs (cost range + 4 "
+            f"* max weight * max V = {top} > {_INT32_MAX}); lower the cost scale"
+        )
+    return shift
 
 
 def solve_disparity(
@@ -911,7 +927,19 @@ def solve_disparity(
     max_cycles, tol = _check_run(max_cycles, tol, callback, moves_per_cut)
     c = _to(xp, cost)
     w = _to(xp, weights)
-    _check_solver_inputs(c, w, kind, int(truncation), xp)
+    shift = _check_solver_inputs(c, w, kind, int(truncation), xp)
+    if shift:
+        c = c - c.dtype.type(shift)
+    if c.shape[0] == 1 or not c.size:  # one disparity, or no pixel: nothing to choose
+        if stats is not None:
+            energy = int(cost[0].sum()) if c.size else 0
+            if method == "ishikawa_pyramid":
+                stats.update(levels=[])
+            elif method == "expansion":
+                stats.update(cycles=0, cuts=0, moves=0, energies=[energy])
+        if callback is not None:
+            callback(1, 1)
+        return _same_kind(xp.zeros(c.shape[1:], dtype=np.int64), cost)
     if method == "ishikawa_pyramid":
         labels = _ishikawa_pyramid(c, w, label_step, backend, stats, callback)
         return _same_kind(labels, cost)
@@ -944,6 +972,9 @@ def solve_disparity(
             tol=tol,
             stats=stats,
         )
+        if shift and stats is not None:  # the energies of the costs as given
+            offset = shift * int(c.shape[1]) * int(c.shape[2])
+            stats["energies"] = [e + offset for e in stats["energies"]]
     return _same_kind(labels, cost)
 
 
