@@ -440,12 +440,12 @@ def test_coo_indices_out_of_range_are_refused(backend, field, value):
     """A COO matrix with a row or column index outside its shape: SciPy's tocsr()
     wrote through it unchecked (a wrong matching, or a crash of the process)."""
     g = sp.random(6, 4, density=0.5, format="coo", random_state=3)
-    if value == "size":  # one past the last row or column
-        value = g.shape[0] if field == "row" else g.shape[1]
-    getattr(g, field)[0] = value
-    if backend == "gpu":
+    if backend == "gpu":  # built valid (the constructor checks), then broken
         import cupyx.scipy.sparse as csp
 
         g = csp.coo_matrix(g)
+    if value == "size":  # one past the last row or column
+        value = g.shape[0] if field == "row" else g.shape[1]
+    getattr(g, field)[0] = value
     with pytest.raises(ValueError, match=f"COO {field} index {value} at entry 0"):
         maximum_bipartite_matching(g, backend=backend)
