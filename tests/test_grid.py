@@ -28,6 +28,7 @@ from vision_cuts import (
     grid_energy,
     grid_graph,
     maxflow_grid,
+    segment,
 )
 
 SHAPES = [(3, 4), (1, 6), (5, 1), (2, 3, 4), (1, 1, 5), (3, 1, 2)]
@@ -764,3 +765,22 @@ def test_ndarray_subclasses_as_capacities(backend, tmp_path):
     with pytest.warns(PendingDeprecationWarning):  # (NumPy's, on np.matrix)
         m = np.asmatrix(s)
     assert maxflow_grid(m, m, e, backend=backend).flow == want
+
+
+@pytest.mark.parametrize("dtype", [">i2", ">i4", ">i8", ">u2"])
+@pytest.mark.parametrize("shape", [(5, 6), (3, 4, 5)])
+def test_energy_of_big_endian_arrays(dtype, shape):
+    """Arrays in the other byte order (FITS volumes, np.frombuffer(..., '>i2')) took
+    the one-pass path, where numba stopped with a typing error; they give the energy
+    of the same values in the machine's order."""
+    rng = np.random.default_rng(11)
+    u = rng.integers(0, 30, (*shape, 2))
+    w = rng.integers(0, 5, (len(shape), *shape))
+    want = grid_energy(u, weights=w)
+    for uu, ww in ((u.astype(dtype), w.astype(dtype)), (u, w.astype(dtype))):
+        got = grid_energy(uu, weights=ww)
+        for name in ("source", "sink", "edges"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        assert got.constant == want.constant
+    labels = segment(u.astype(dtype), w.astype(dtype), backend="cpu")
+    np.testing.assert_array_equal(labels, segment(u, w, backend="cpu"))

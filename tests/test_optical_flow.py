@@ -15,6 +15,7 @@ from vision_cuts import (
     draw_flow_arrows,
     flow_to_color,
     optical_flow,
+    optical_flow_frames,
 )
 from vision_cuts.io import read_flo, write_flo
 
@@ -1118,3 +1119,21 @@ def test_frames_from_a_refilled_buffer(pair):
     assert len(fresh) == len(same) == 1
     assert np.array_equal(fresh[0].vectors, same[0].vectors)
     assert np.median(same[0].vectors, axis=0).tolist() == [3.0, 2.0]
+
+
+def test_pair_and_sequence_agree_on_frame_shapes(pair):
+    """RGB with RGBA, or grey with (M, N, 1), is one picture shape once read: the
+    sequence took them and the pair refused them. Grey with RGB is refused by both."""
+    f0, f1 = pair
+    rgba = np.dstack([f1, np.full(f1.shape[:2], 255, np.uint8)])
+    want = optical_flow(f0, f1, backend="cpu")
+    got = optical_flow(f0, rgba, backend="cpu")
+    np.testing.assert_array_equal(got.vectors, want.vectors)
+    seq = list(optical_flow_frames([f0, rgba], backend="cpu"))
+    np.testing.assert_array_equal(seq[0].vectors, want.vectors)
+    grey0, grey1 = f0[..., 0], f1[..., :1]
+    assert len(optical_flow(grey0, grey1, backend="cpu").points) > 0
+    with pytest.raises(ValueError, match="same shape"):
+        optical_flow(grey0, f1, backend="cpu")
+    with pytest.raises(ValueError, match="shape of the frames before it"):
+        list(optical_flow_frames([grey0, f1], backend="cpu"))

@@ -592,10 +592,12 @@ def _check_weights_shape(w: Any, grid: tuple, D: int) -> None:
 
 def _one_pass_dtype(a: Any, xp) -> bool:
     """Whether the one-pass path reads ``a`` as it is: on the host integers that
-    int64 holds, on the device int32 and int64 (anything else takes the array
-    expression, its casts and its errors)."""
-    if xp is np:
-        return a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
+    int64 holds, in the machine's byte order, on the device int32 and int64 (anything
+    else takes the array expression, its casts and its errors)."""
+    if xp is np:  # (numba takes no byte order but the machine's)
+        return a.dtype.isnative and (
+            a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
+        )
     from ._grid_energy_gpu import DTYPES
 
     return a.dtype in DTYPES

@@ -1123,12 +1123,14 @@ def optical_flow(
     Parameters
     ----------
     frame0, frame1 : ndarray, shape (M, N) or (M, N, C), C in 1, 3, 4
-        The two frames, same shape; RGB(A) or grey, uint8 (other integer dtypes are
-        clipped to [0, 255]; bool frames are black and white, True as 255; float
-        frames in [0, 1] are scaled by 255, other float frames are taken as grey
-        levels and clipped). Both float frames are read on one scale: when one lies
-        in [0, 1] and the other has values above 1, that is a ValueError (clip the
-        overshoot of an interpolated frame to [0, 1] first). A frame whose values
+        The two frames, same shape once read (an alpha channel is dropped and
+        (M, N, 1) is grey: RGB and RGBA frames agree, as in a sequence); RGB(A) or
+        grey, uint8 (other integer dtypes are clipped to [0, 255]; bool frames are
+        black and white, True as 255; float frames in [0, 1] are scaled by 255,
+        other float frames are taken as grey levels and clipped). Both float frames
+        are read on one scale: when one lies in [0, 1] and the other has values
+        above 1, that is a ValueError (clip the overshoot of an interpolated frame to
+        [0, 1] first). A frame whose values
         are all 0 (or below) is black on either scale and fits both.
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
@@ -1244,15 +1246,15 @@ def optical_flow(
     )
     dense = check_flag(dense, "dense")
     refine = check_flag(refine, "refine")
-    img0 = _check_frame(frame0, "frame0")
-    img1 = _check_frame(frame1, "frame1")
-    if img0.shape != img1.shape:
+    raw0 = _check_frame(frame0, "frame0")
+    raw1 = _check_frame(frame1, "frame1")
+    reader = _FrameReader()  # one scale for both frames
+    img0, img1 = reader(raw0, "frame0"), reader(raw1, "frame1")
+    if img0.shape != img1.shape:  # as read (RGB and RGBA agree, as in a sequence)
         raise ValueError(
             "frame0 and frame1 must have the same shape, got frame0 "
-            f"{tuple(img0.shape)} and frame1 {tuple(img1.shape)}"
+            f"{tuple(raw0.shape)} and frame1 {tuple(raw1.shape)}"
         )
-    reader = _FrameReader()  # one scale for both frames
-    img0, img1 = reader(img0, "frame0"), reader(img1, "frame1")
     params = params._replace(backend=resolve_backend(backend, frame0, frame1))
     progress = _Steps(callback, 3 + params.local_passes + int(dense))
     grey0, grey1 = _grey(img0), _grey(img1)
