@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
-from PyQt5.QtCore import pyqtSignal
+from PyQt5.QtCore import QTimer, pyqtSignal
 from PyQt5.QtGui import QColor
 from PyQt5.QtWidgets import (
     QButtonGroup,
@@ -57,6 +58,12 @@ def rasterize(strokes: list[Stroke], shape: tuple[int, int]):
         mine |= hit
         other &= ~hit
     return fg, bg
+
+
+def _with_suffix(path: str, suffix: str = ".png") -> str:
+    """A name typed without an extension gets the dialog's format, as in other
+    programs' save dialogs (OpenCV picks the format by the extension)."""
+    return path if os.path.splitext(os.path.basename(path))[1] else path + suffix
 
 
 class SegmentTab(WorkerTab):
@@ -324,9 +331,27 @@ class SegmentTab(WorkerTab):
 
     def _after_job(self, outcome: str) -> None:
         queued, self._queued = self._queued, False
-        if outcome == "done" and queued and self.result is None:
-            self._run()  # strokes (or a box) that came while the cut ran
+        if outcome in ("done", "error") and queued and self.result is None:
+            # strokes (or a box) that came while the cut ran: after a failed cut
+            # too, since they may be what it lacked (background strokes for a box
+            # that fills the picture)
+            self._run()
+        elif outcome == "error":
+            self.info.setText(
+                "The cut failed (see the message): change the box or paint strokes."
+            )
+        elif outcome == "cancelled" and queued:
+            # after the event: a new box or an undo cancels and starts the next cut
+            # at once, and only a cancel that leaves the tab idle is reported
+            QTimer.singleShot(0, self._report_unused_strokes)
         self._update_buttons()
+
+    def _report_unused_strokes(self) -> None:
+        if not self.busy and self.result is None and self.strokes:
+            self.info.setText(
+                "Cancelled: the strokes painted during the cut are not used yet; "
+                "paint another stroke (or undo) to cut again."
+            )
 
     # ---- display and output ---------------------------------------------------------
     def picture(self) -> np.ndarray | None:
@@ -388,11 +413,11 @@ class SegmentTab(WorkerTab):
             self, "Save mask", "mask.png", "PNG (*.png)"
         )
         if path:
-            self.save_mask(path)
+            self.save_mask(_with_suffix(path))
 
     def save_overlay_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(
             self, "Save overlay", "overlay.png", "PNG (*.png)"
         )
         if path:
-            self.save_overlay(path)
+            self.save_overlay(_with_suffix(path))

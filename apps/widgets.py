@@ -23,7 +23,7 @@ from PyQt5.QtWidgets import (
     QWidget,
 )
 
-from vision_cuts.cli import _EXT_GREY, imwrite_replacing
+from vision_cuts.cli import imwrite_replacing, output_problem
 
 # ---- images ---------------------------------------------------------------------
 
@@ -79,15 +79,12 @@ def save_image(path: str, picture: np.ndarray) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     ext = os.path.splitext(path)[1]
     kind = "grey" if picture.ndim == 2 else "colour"
-    if picture.ndim == 2:
-        img = picture
-    else:
-        if ext.lower() in _EXT_GREY:  # one grey channel only
-            raise ValueError(
-                f"cannot write {path!r}: a {ext} file holds one grey channel, got a "
-                f"colour picture of shape {picture.shape}; use .png or .ppm"
-            )
-        img = cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)
+    # the command line's checks: a missing folder, a directory, no or an unknown
+    # extension, a colour picture for a grey-only format, a read-only file
+    reason = output_problem(path, "image" if picture.ndim == 2 else "colour")
+    if reason is not None:
+        raise ValueError(f"cannot write {path!r}: {reason}")
+    img = picture if picture.ndim == 2 else cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)
     try:
         ok = imwrite_replacing(path, img)
     except cv2.error as exc:
@@ -99,8 +96,7 @@ def save_image(path: str, picture: np.ndarray) -> None:
     if not ok:
         raise ValueError(
             f"cannot write {path!r}: OpenCV could not write a {kind} picture of "
-            f"shape {picture.shape} as {ext or 'a file without extension'} into "
-            f"{folder!r}; check that the folder is writable, or use .png"
+            f"shape {picture.shape} as {ext} into {folder!r} (is the disk full?)"
         )
 
 

@@ -8,6 +8,7 @@ other exception escapes and fails the test (that would be a traceback).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -506,3 +507,54 @@ def test_failed_file_write_keeps_the_old_file(pair, tmp_path, capsys, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["d.pfm", "left.png", "right.png"]
     )
+
+
+def test_outputs_replace_the_file_a_link_names(tmp_path):
+    """An output through a symbolic link was a new file in the link's place (the
+    file it named kept its old content)."""
+    from vision_cuts.cli import replacing
+
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    os.symlink(real, link)
+    with replacing(str(link)) as part:
+        with open(part, "w") as f:
+            f.write("new")
+    assert os.path.islink(link) and real.read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "real.txt"]
+
+
+def test_outputs_with_the_longest_names(tmp_path):
+    """The temporary name beside a 250-byte name grew past the 255 bytes a file name
+    may have."""
+    from vision_cuts.cli import replacing
+
+    path = tmp_path / ("b" * 246 + ".txt")
+    with replacing(str(path)) as part:
+        with open(part, "w") as f:
+            f.write("x")
+    assert path.read_text() == "x" and os.listdir(tmp_path) == [path.name]
+
+
+def test_read_only_outputs_are_refused(tmp_path, monkeypatch):
+    """A rename needs only the folder's permission, so a read-only file was replaced
+    where a direct write fails (os.access is patched: the tests may run as root, who
+    may write anything)."""
+    from vision_cuts import cli
+
+    path = tmp_path / "locked.png"
+    path.write_bytes(b"keep")
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access",
+        lambda p, mode, **k: False if os.fspath(p) == str(path) and mode & os.W_OK
+        else real_access(p, mode, **k),
+    )  # fmt: skip
+    assert cli.output_problem(str(path), "image") == "the file is read-only"
+    with pytest.raises(SystemExit, match=r"locked.png.*-o.*read-only"):
+        cli._check_output(str(path), "-o", "image")
+    with pytest.raises(PermissionError):
+        with cli.replacing(str(path)) as part:
+            open(part, "w").close()
+    assert path.read_bytes() == b"keep" and os.listdir(tmp_path) == ["locked.png"]

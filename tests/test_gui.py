@@ -7,6 +7,9 @@ backend keep this fast.
 
 from __future__ import annotations
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -194,6 +197,40 @@ def test_segment_cancel_and_batched_strokes(window, qtbot, small_coffee):
     fg, bg = tab.scribbles()
     assert fg[70, 40] and bg[55, 95]
     assert tab.mask[fg].all() and not tab.mask[bg].any()
+
+
+def test_segment_strokes_during_a_failed_cut_are_used(window, qtbot, small_coffee):
+    """A box over the whole picture fails (no background to learn from); the
+    background stroke painted while it ran is what it lacked, and was dropped (the
+    tab sat idle with a box, a stroke and no cut)."""
+    tab = window.segment
+    tab.set_image(small_coffee, "coffee")
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as failed:
+        tab.set_rect((0, 0, 150, 100))
+        tab.add_stroke("background", [(5, 5), (140, 5)], 4)
+    assert failed.args == ["error"]
+    assert "no background" in tab.last_error.text()
+    qtbot.waitUntil(lambda: tab.mask is not None, timeout=TIMEOUT_MS)
+    _, bg = tab.scribbles()
+    assert bg[5, 5] and not tab.mask[bg].any()
+    # a failure with nothing queued says so (it read "Drag a box around the object.")
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as failed:
+        tab.set_rect((0, 0, 150, 100))
+    assert failed.args == ["error"] and "cut failed" in tab.info.text()
+
+
+def test_segment_cancel_reports_unused_strokes(window, qtbot, small_coffee):
+    from PyQt5.QtCore import Qt
+
+    tab = window.segment
+    tab.set_image(small_coffee, "coffee")
+    tab.set_rect((30, 8, 91, 73))
+    tab.add_stroke("background", [(95, 55), (115, 62)], 4)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        qtbot.mouseClick(tab.cancel_button, Qt.LeftButton)
+    assert done.args == ["cancelled"]
+    qtbot.waitUntil(lambda: "not used yet" in tab.info.text(), timeout=5000)
+    assert not tab.busy and tab.mask is None
 
 
 def test_stereo_tab_matches_library_and_reports_value(window, qtbot, rng):
@@ -441,10 +478,63 @@ def test_save_formats_with_one_or_three_channels(window, qtbot, small_coffee, tm
         text = tab.last_error.text()
         assert f"overlay{ext}" in text and "one grey channel" in text
         assert not (tmp_path / f"overlay{ext}").exists()
-    # where OpenCV raises, its reason is in the message
+    # an extension without a writer is named before OpenCV is asked
     assert not tab.save_mask(str(tmp_path / "mask.unknown"))
-    assert "could not find a writer" in tab.last_error.text()
+    assert "no writer for the extension '.unknown'" in tab.last_error.text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mask.pgm", "mask.ppm"]
+
+
+def test_save_errors_name_the_cause(window, qtbot, small_coffee, tmp_path):
+    """A missing folder, a name without an extension and a directory were reported as
+    "check that the folder is writable, or use .png" or OpenCV's "no writer"."""
+    tab = _segmented(window, qtbot, small_coffee)
+    cases = {
+        str(tmp_path / "nodir" / "m.png"): "directory .*nodir.* does not exist",
+        str(tmp_path / "mask"): "no file extension .* add .png",
+        str(tmp_path): "it is a directory",
+    }
+    for path, reason in cases.items():
+        assert not tab.save_mask(path)
+        assert re.search(reason, tab.last_error.text()), tab.last_error.text()
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_through_a_link_and_a_long_name(window, qtbot, small_coffee, tmp_path):
+    """A symbolic link was replaced by a new file (the file it named kept its old
+    content); a legal 244-byte name failed, since the temporary name beside it grew
+    past 255 bytes."""
+    import cv2
+
+    tab = _segmented(window, qtbot, small_coffee)
+    real = tmp_path / "real.png"
+    real.write_bytes(b"old")
+    link = tmp_path / "link.png"
+    os.symlink(real, link)
+    assert tab.save_mask(str(link)), tab.last_error.text()
+    assert os.path.islink(link)
+    np.testing.assert_array_equal(
+        cv2.imread(str(real), cv2.IMREAD_UNCHANGED), tab.mask.astype(np.uint8) * 255
+    )
+    long = tmp_path / ("a" * 240 + ".png")
+    assert tab.save_mask(str(long)), tab.last_error.text()
+    assert cv2.imread(str(long)) is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["real.png", "link.png", long.name]
+    )
+
+
+def test_save_dialog_adds_the_format(
+    window, qtbot, small_coffee, tmp_path, monkeypatch
+):
+    from PyQt5.QtWidgets import QFileDialog
+
+    tab = _segmented(window, qtbot, small_coffee)
+    typed = str(tmp_path / "mask")
+    monkeypatch.setattr(
+        QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (typed, ""))
+    )
+    tab.save_mask_dialog()
+    assert os.listdir(tmp_path) == ["mask.png"]
 
 
 def _gated_stereo(monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -104,6 +105,10 @@ _EXT_16BIT = (".png", ".tif", ".tiff", ".pgm", ".pnm")
 _EXT_GREY = (".pgm", ".pbm")
 
 
+#: the longest file name (bytes) of the common file systems
+_NAME_MAX = 255
+
+
 def _cannot_write(path: str, option: str, reason: str) -> SystemExit:
     return SystemExit(f"error: cannot write {path!r} ({option}): {reason}")
 
@@ -119,55 +124,57 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
     ``kind`` is ``"file"`` (any file), ``"image"`` (a grey 8-bit picture
     ``cv2.imwrite`` can write), ``"colour"`` (a colour one), ``"image16"`` (a grey
     16-bit one) or ``"video"``. An empty name, a directory, a missing or read-only
-    parent directory and an extension OpenCV has no writer for (or none for this
-    kind of picture) are errors that name the option.
+    parent directory, a read-only file and an extension OpenCV has no writer for (or
+    none for this kind of picture) are errors that name the option.
     """
     if path is None:
         return
     if not path.strip():
         raise SystemExit(f"error: {option} needs a file name, got {path!r}")
+    reason = output_problem(path, kind)
+    if reason is not None:
+        raise _cannot_write(path, option, reason)
+
+
+def output_problem(path: str, kind: str = "file") -> str | None:
+    """Why ``path`` cannot be written as ``kind`` (see :func:`_check_output`), or
+    None. The GUI's pictures are checked with it too."""
     if os.path.isdir(path) or path.endswith(("/", os.sep)):
-        raise _cannot_write(path, option, "it is a directory; give a file name")
+        return "it is a directory; give a file name"
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
         why = "does not exist" if not os.path.exists(parent) else "is not a directory"
-        raise _cannot_write(path, option, f"the directory {parent!r} {why}")
+        return f"the directory {parent!r} {why}"
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise _cannot_write(path, option, f"the directory {parent!r} is not writable")
+        return f"the directory {parent!r} is not writable"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "the file is read-only"
     if kind == "video":
-        _check_video_extension(path, option)
+        return _video_extension_problem(path)
     if kind not in ("image", "colour", "image16"):
-        return
+        return None
     import cv2
 
     ext = _extension(path)
     if not ext:
-        raise _cannot_write(
-            path, option, "no file extension to choose the image format; add .png"
-        )
+        return "no file extension to choose the image format; add .png"
     if not cv2.haveImageWriter(path):
-        raise _cannot_write(
-            path,
-            option,
+        return (
             f"unknown image format: OpenCV has no writer for the extension {ext!r}; "
-            "use .png, .jpg, .tif or .bmp",
+            "use .png, .jpg, .tif or .bmp"
         )
     if kind == "colour" and ext.lower() in _EXT_GREY:
-        raise _cannot_write(
-            path,
-            option,
+        return (
             f"a {ext!r} image holds one grey channel and this is a colour picture; "
-            "use .png, .jpg, .ppm or .tif",
+            "use .png, .jpg, .ppm or .tif"
         )
     if kind == "image16" and ext.lower() not in _EXT_16BIT:
-        raise _cannot_write(
-            path,
-            option,
-            f"a {ext!r} image cannot hold 16 bits; use one of {', '.join(_EXT_16BIT)}",
-        )
+        kinds = ", ".join(_EXT_16BIT)
+        return f"a {ext!r} image cannot hold 16 bits; use one of {kinds}"
+    return None
 
 
-def _check_video_extension(path: str, option: str) -> None:
+def _video_extension_problem(path: str) -> str | None:
     """A video needs a container extension (.mp4, .avi, ...): none, or one of an
     image format, is an error. (FFmpeg would write the encoded stream under an image
     name, a file nothing can open.) Whether OpenCV can write the container with the
@@ -176,16 +183,13 @@ def _check_video_extension(path: str, option: str) -> None:
 
     ext = _extension(path)
     if not ext:
-        raise _cannot_write(
-            path, option, "no file extension to choose the video format; add .mp4"
-        )
+        return "no file extension to choose the video format; add .mp4"
     if cv2.haveImageWriter(path):
-        raise _cannot_write(
-            path,
-            option,
+        return (
             f"{ext!r} is an image format, and a video is written here; use a video "
-            "extension such as .mp4 or .avi",
+            "extension such as .mp4 or .avi"
         )
+    return None
 
 
 def _check_distinct(outputs: list, inputs: list) -> None:
@@ -220,14 +224,23 @@ def replacing(path: str) -> Iterator[str]:
     """A file name beside ``path`` (same extension) to write ``path``'s new content
     to: moved over ``path`` when the block ends, removed when it raises. A write
     that fails (a full disk) leaves what was at ``path`` as it was, and nothing
-    half-written; an existing file keeps its permissions."""
-    folder, base = os.path.split(os.path.abspath(path))
-    part = os.path.join(folder, f".{base}.{os.getpid()}.part{_extension(path)}")
+    half-written; an existing file keeps its permissions. A symbolic link is
+    followed (the file it names gets the content; the link stays), and a read-only
+    file is a PermissionError, as for a direct write."""
+    target = os.path.realpath(path)  # a link keeps pointing at the file it names
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        # a rename needs only the folder's permission: refuse as a write would
+        raise PermissionError(errno.EACCES, "the file is read-only", path)
+    folder, base = os.path.split(target)
+    name = f".{base}.{os.getpid()}.part{_extension(path)}"
+    if len(os.fsencode(name)) > _NAME_MAX:  # a long name leaves no room for more
+        name = f".vision-cuts.{os.getpid()}.part{_extension(path)}"
+    part = os.path.join(folder, name)
     try:
         yield part
-        if os.path.exists(path):
-            shutil.copymode(path, part)
-        os.replace(part, path)
+        if os.path.exists(target):
+            shutil.copymode(target, part)
+        os.replace(part, target)
     finally:
         with contextlib.suppress(OSError):
             os.remove(part)
