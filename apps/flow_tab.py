@@ -39,10 +39,18 @@ def builtin_pair() -> tuple[np.ndarray, np.ndarray]:
     return f0, f1
 
 
-class VideoFrames:
-    """Frames of a video file by index, decoded on demand (a few kept in memory)."""
+#: the memory the decoded frames of a video may hold: going back past them means
+#: decoding the video again from its start (exact whatever the codec's seeking), so
+#: they are as many as fit (720p: about 90 frames), at least 8
+_FRAME_CACHE_BYTES = 256 << 20
 
-    def __init__(self, path: str, keep: int = 8) -> None:
+
+class VideoFrames:
+    """Frames of a video file by index, decoded on demand; the latest ones are kept
+    in memory (``keep`` of them; by default as many as ``_FRAME_CACHE_BYTES``
+    hold)."""
+
+    def __init__(self, path: str, keep: int | None = None) -> None:
         import cv2
 
         self.path = str(path)
@@ -54,10 +62,13 @@ class VideoFrames:
         n = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
         self.count: int | None = n if n > 0 else None
         self._next = 0
-        self._keep = keep
+        self._keep = 8 if keep is None else keep
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        if self.get(0) is None:
+        first = self.get(0)
+        if first is None:
             raise ValueError(f"cannot read a frame from video {self.path!r}")
+        if keep is None:
+            self._keep = max(8, _FRAME_CACHE_BYTES // max(1, first.nbytes))
 
     def get(self, index: int) -> np.ndarray | None:
         """Frame ``index`` as RGB uint8, or None past the end."""
@@ -73,14 +84,18 @@ class VideoFrames:
             self._next = 0
         frame = None
         while self._next <= index:
-            ok, bgr = self._cap.read()
+            if self._next < index - self._keep + 1:  # not kept: no colour conversion
+                ok, bgr = self._cap.grab(), None
+            else:
+                ok, bgr = self._cap.read()
             if not ok:
                 self.count = self._next
                 return None
-            frame = np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-            self._cache[self._next] = frame
-            while len(self._cache) > self._keep:
-                self._cache.popitem(last=False)
+            if bgr is not None:
+                frame = np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+                self._cache[self._next] = frame
+                while len(self._cache) > self._keep:
+                    self._cache.popitem(last=False)
             self._next += 1
         return frame
 

@@ -335,6 +335,34 @@ def test_flow_tab_steps_through_a_video(window, qtbot, rng, tmp_path):
     assert np.abs(tab.frame0.astype(int) - frames[1]).mean() < 20  # lossy MJPG
 
 
+def test_video_frames_in_any_order_and_how_many_are_kept(rng, tmp_path):
+    """Frames asked for in any order are the video's frames as decoded in order; a
+    step back past the kept frames decodes the video again from its start (it froze
+    the window every eighth step back on long HD videos: the frames kept now fill
+    256 MB, at least 8)."""
+    import cv2
+
+    from vision_cuts.apps.flow_tab import VideoFrames
+
+    path = str(tmp_path / "clip.avi")
+    writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), 10, (48, 32))
+    base = rng.integers(0, 256, (32, 48, 3), dtype=np.uint8)
+    for k in range(30):
+        writer.write(np.roll(base, k, axis=1))
+    writer.release()
+    cap = cv2.VideoCapture(path)
+    decoded = [cv2.cvtColor(cap.read()[1], cv2.COLOR_BGR2RGB) for _ in range(30)]
+    cap.release()
+    video = VideoFrames(path, keep=4)
+    for i in (0, 1, 2, 20, 19, 18, 17, 16, 3, 29, 5, 28):
+        np.testing.assert_array_equal(video.get(i), decoded[i])
+    assert video.get(30) is None and video.count == 30
+    video.close()
+    video = VideoFrames(path)
+    assert video._keep == 256 * 2**20 // base.nbytes
+    video.close()
+
+
 def test_bad_files_show_an_error_dialog(window, qtbot, tmp_path):
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"this is not a picture")
