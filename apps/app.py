@@ -88,12 +88,41 @@ def _no_display() -> str | None:
     if QApplication.instance() is not None or not sys.platform.startswith("linux"):
         return None
     chosen = ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")
-    if any(os.environ.get(v) for v in chosen):
-        return None
-    return (
-        "no display: neither DISPLAY nor WAYLAND_DISPLAY is set; start it in a "
-        "desktop session (or over ssh -X)"
+    if not any(os.environ.get(v) for v in chosen):
+        return (
+            "no display: neither DISPLAY nor WAYLAND_DISPLAY is set; start it in a "
+            "desktop session (or over ssh -X)"
+        )
+    if os.environ.get("QT_QPA_PLATFORM", "").split(":")[0] in ("offscreen", "minimal"):
+        return None  # no display needed
+    return _qt_start_problem()
+
+
+def _qt_start_problem() -> str | None:
+    """Qt aborts the process (SIGABRT) when the display it was given cannot be
+    opened (a DISPLAY with no X server behind it, an unknown QT_QPA_PLATFORM): a
+    child process starts Qt first, and its last words are the reason."""
+    import subprocess
+
+    code = (
+        "import sys; from PyQt5.QtWidgets import QApplication; "
+        "QApplication(sys.argv[:1])"
     )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        return None  # slow, not failed: let the window try
+    if proc.returncode == 0:
+        return None
+    shown = {v: os.environ[v] for v in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+             if os.environ.get(v)}  # fmt: skip
+    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "could not" in ln.lower()), lines[0] if lines
+                 else f"exit status {proc.returncode}")  # fmt: skip
+    where = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+    return f"Qt cannot open the display ({where}): {first}"
 
 
 def _first_picture(image: str) -> tuple:

@@ -9,6 +9,7 @@ other exception escapes and fails the test (that would be a traceback).
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 
@@ -341,7 +342,8 @@ def test_grey_sample_and_its_file_are_the_same_picture(tmp_path, capsys):
          ["-o/--output and --overlay name the same file"]),
         (["stereo", "{left}", "{right}", "--max-disparity", "4", "-o", "{tmp}/d.png",
           "--png16", "{tmp}/d.png"], ["-o/--output and --png16"]),
-        (["flow", "{left}", "{right}", "--flo", "{right}"], ["--flo", "is the input"]),
+        (["flow", "{left}", "{right}", "--flo", "{right}"],
+         ["--flo", ".flo extension"]),
         (["maxflow", "{dimacs}", "--flow", "{dimacs}"], ["--flow", "is the input"]),
         (["maxflow", "{dimacs}", "--flow", "{tmp}/a.txt", "--cut", "{tmp}/a.txt"],
          ["--flow and --cut name the same file"]),
@@ -451,6 +453,16 @@ def test_gui_without_display_or_with_a_bad_picture(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith("error: cannot start the GUI: no display")
     assert "Traceback" not in proc.stderr
+    # a display that Qt cannot open aborted the process (SIGABRT) inside Qt
+    for var, value in (("DISPLAY", ":99"), ("QT_QPA_PLATFORM", "bogus")):
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env={**env, var: value},
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(
+            f"error: cannot start the GUI: Qt cannot open the display ({var}="
+        ), proc.stderr
     from vision_cuts.apps.app import _first_picture
 
     text = tmp_path / "x.png"
@@ -558,3 +570,52 @@ def test_read_only_outputs_are_refused(tmp_path, monkeypatch):
         with cli.replacing(str(path)) as part:
             open(part, "w").close()
     assert path.read_bytes() == b"keep" and os.listdir(tmp_path) == ["locked.png"]
+
+
+def test_png16_refuses_disparities_it_cannot_hold(pair, capsys, tmp_path):
+    """Disparities of 256 and more were clipped to 65535 (255.996) with status 0."""
+    wide = tmp_path / "wide.png"
+    cv2.imwrite(str(wide), np.zeros((8, 400, 3), np.uint8))
+    rc, _, err = run(["stereo", wide, wide, "--max-disparity", "256", "--png16",
+                      tmp_path / "d.png", "--backend", "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "--png16", "below 256", "--pfm")
+    assert not (tmp_path / "d.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [(["stereo", "{left}", "{right}", "--max-disparity", "4", "--pfm", "{tmp}/d.png"],
+      "--pfm"),
+     (["flow", "{left}", "{right}", "--flo", "{tmp}/f.npy"], "--flo")],
+)  # fmt: skip
+def test_pfm_and_flo_outputs_need_their_extension(argv, option, pair, capsys, tmp_path):
+    args = [a.format(left=pair[0], right=pair[1], tmp=tmp_path) for a in argv]
+    rc, _, err = run([*args, "--backend", "cpu"], capsys)
+    assert_error(rc, err, option, f"the {option.strip('-')} extension".replace(
+        "the pfm", "the .pfm").replace("the flo", "the .flo"))  # fmt: skip
+
+
+@pytest.mark.timeout(60)
+def test_outputs_into_a_pipe_stay_a_pipe(dimacs, capsys, tmp_path):
+    """A named pipe (or a device such as /dev/stdout) was replaced by a regular file,
+    and its reader got nothing."""
+    import threading
+
+    fifo = tmp_path / "cut.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(
+        target=lambda: got.append(fifo.read_text()), daemon=True
+    )
+    reader.start()
+    rc, _, err = run(["maxflow", dimacs, "--cut", fifo, "--backend", "cpu"], capsys)
+    reader.join(timeout=30)
+    assert rc == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].strip()
+
+
+def test_missing_scribble_mask_says_why(image, capsys, tmp_path):
+    rc, _, err = run(["segment", image, "--fg", tmp_path / "nope.png", "--rect",
+                      "2,2,20,16", "--backend", "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "foreground mask", "nope.png", "no such file")
+    assert "WARN" not in err

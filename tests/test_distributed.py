@@ -607,3 +607,56 @@ def test_flow_errors_name_the_frame_in_the_sequence(client, tmp_path):
     assert vd._frame_names("frames[2] and frames[0]", 10, None) == (
         "frame 12 and frame 10"
     )
+
+
+def test_cli_many_file_refusals(tmp_path):
+    """Options of single-file mode were ignored with status 0 (no --pfm or --flo
+    written); an output folder holding the inputs skipped them as done outputs (or
+    wrote the masks among them)."""
+    _write_pngs(tmp_path / "in", [_picture(1), _picture(2)])
+    frames = str(tmp_path / "in")
+    out = str(tmp_path / "o")
+    cases = [
+        (["stereo", frames, frames, "--max-disparity", "4", "--pfm", "x.pfm"],
+         "takes no --pfm"),
+        (["stereo", frames, frames, "--max-disparity", "4", "--png16", "x.png",
+          "--colormap"], "takes no --png16, --colormap"),
+        (["flow", frames, "--flo", "x.flo"], "takes no --flo"),
+        (["flow", frames, "--view", "color"], "takes no --view or --arrow-scale"),
+    ]  # fmt: skip
+    for argv, match in cases:
+        with pytest.raises(SystemExit, match=match):
+            _cli([*argv, "-o", out, "--workers", "1"])
+    for argv in (["segment", frames], ["stereo", frames, frames, "--max-disparity",
+                                       "4"], ["flow", frames]):  # fmt: skip
+        with pytest.raises(SystemExit, match=r"-o .*in.* holds the input .*img0"):
+            _cli([*argv, "-o", frames, "--workers", "1"])
+    assert sorted(os.listdir(frames)) == ["img00.png", "img01.png"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_many_file_frames_one_by_one_and_failed_runs(tmp_path, capsys):
+    """Frame files named one by one are one sequence (each was a sequence of one
+    frame: "needs at least 2 frames"); a run whose every item fails leaves no empty
+    output folder; .ppm frames are found in a folder."""
+    import cv2
+
+    from vision_cuts.datasets.synthetic import panning_clip
+
+    clip, _ = panning_clip(_picture(3, 64, 96), 3, shape=(48, 64))
+    names = []
+    for k, f in enumerate(clip):
+        names.append(str(tmp_path / f"f{k}.ppm"))
+        cv2.imwrite(names[-1], f[..., ::-1])
+    rc = _cli(["flow", *names, "-o", str(tmp_path / "flo"), "--workers", "1",
+               "--backend", "cpu"])  # fmt: skip
+    assert rc == 0
+    assert sorted(os.listdir(tmp_path / "flo")) == ["frames_000000.flo",
+                                                     "frames_000001.flo"]  # fmt: skip
+    assert [p.name for p in vd._expand(tmp_path, "frames")] == ["f0.ppm", "f1.ppm",
+                                                                 "f2.ppm"]  # fmt: skip
+    capsys.readouterr()
+    rc = _cli(["segment", str(tmp_path / "f*.ppm"), "-o", str(tmp_path / "none"),
+               "--workers", "1", "--backend", "cpu", "--smoothness", "-1"])  # fmt: skip
+    assert rc == 1 and "0 written" in capsys.readouterr().out
+    assert not (tmp_path / "none").exists()

@@ -123,9 +123,10 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
 
     ``kind`` is ``"file"`` (any file), ``"image"`` (a grey 8-bit picture
     ``cv2.imwrite`` can write), ``"colour"`` (a colour one), ``"image16"`` (a grey
-    16-bit one) or ``"video"``. An empty name, a directory, a missing or read-only
-    parent directory, a read-only file and an extension OpenCV has no writer for (or
-    none for this kind of picture) are errors that name the option.
+    16-bit one), ``"video"``, ``"pfm"`` or ``"flo"`` (files of that extension). An
+    empty name, a directory, a missing or read-only parent directory, a read-only
+    file and an extension OpenCV has no writer for (or none for this kind of
+    picture) are errors that name the option.
     """
     if path is None:
         return
@@ -151,6 +152,13 @@ def output_problem(path: str, kind: str = "file") -> str | None:
         return "the file is read-only"
     if kind == "video":
         return _video_extension_problem(path)
+    if kind in ("pfm", "flo"):  # a format of its own: an image name would mislead
+        ext = _extension(path).lower()
+        if os.path.exists(path) and not os.path.isfile(path):
+            return None  # a pipe or a device
+        if ext != f".{kind}":
+            return f"this output is a .{kind} file; name it with the .{kind} extension"
+        return None
     if kind not in ("image", "colour", "image16"):
         return None
     import cv2
@@ -225,9 +233,14 @@ def replacing(path: str) -> Iterator[str]:
     to: moved over ``path`` when the block ends, removed when it raises. A write
     that fails (a full disk) leaves what was at ``path`` as it was, and nothing
     half-written; an existing file keeps its permissions. A symbolic link is
-    followed (the file it names gets the content; the link stays), and a read-only
-    file is a PermissionError, as for a direct write."""
+    followed (the file it names gets the content; the link stays), a read-only
+    file is a PermissionError, as for a direct write, and what is not a regular file
+    (a pipe, a device such as ``/dev/stdout``) is written in place."""
     target = os.path.realpath(path)  # a link keeps pointing at the file it names
+    if os.path.exists(target) and not os.path.isfile(target):
+        # a pipe, a device (/dev/stdout, /dev/null): written in place, never replaced
+        yield path
+        return
     if os.path.exists(target) and not os.access(target, os.W_OK):
         # a rename needs only the folder's permission: refuse as a write would
         raise PermissionError(errno.EACCES, "the file is read-only", path)
@@ -311,10 +324,20 @@ def _load_mask(path: str | None, shape: tuple, what: str):
         return None
     import cv2
 
+    if not os.path.isfile(path):  # (OpenCV would log a warning of its own first)
+        why = "it is a directory" if os.path.isdir(path) else "no such file"
+        raise SystemExit(f"error: cannot read {what} mask {path!r}: {why}")
     # unchanged: a grey conversion would scale 16 bits to 8 (1 -> 0) and drop alpha
-    m = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    try:
+        m = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    except cv2.error as exc:
+        raise SystemExit(
+            f"error: cannot read {what} mask {path!r}: {_cv2_reason(exc)}"
+        ) from None
     if m is None:
-        raise SystemExit(f"error: cannot read {what} mask {path!r}")
+        raise SystemExit(
+            f"error: cannot read {what} mask {path!r}: not a picture OpenCV decodes"
+        )
     if m.shape[:2] != shape:
         raise SystemExit(
             f"error: the {what} mask {path!r} is {m.shape[1]}x{m.shape[0]}, the image "
@@ -483,7 +506,13 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
 
     _check_output(args.output, "-o/--output", "colour" if args.colormap else "image")
     _check_output(args.png16, "--png16", "image16")
-    _check_output(args.pfm, "--pfm")
+    if args.png16 and args.max_disparity * 256 > 65535:
+        raise SystemExit(
+            f"error: --png16 holds disparity x 256 in 16 bits, so disparities below "
+            f"256; --max-disparity is {args.max_disparity}: use --pfm for the full "
+            "range"
+        )
+    _check_output(args.pfm, "--pfm", "pfm")
     _check_distinct(
         [(args.output, "-o/--output"), (args.png16, "--png16"), (args.pfm, "--pfm")],
         [args.left, args.right],

@@ -35,11 +35,15 @@ def wanted(args: argparse.Namespace) -> bool:
     return args.workers is not None or args.scheduler is not None
 
 
-def _client(args: argparse.Namespace) -> Any:
+def _check_cluster_options(args: argparse.Namespace) -> None:
     if args.workers is not None and args.scheduler is not None:
         raise SystemExit("error: give --workers or --scheduler, not both")
     if args.workers is not None and args.workers < 1:
         raise SystemExit(f"error: --workers must be >= 1, got {args.workers}")
+
+
+def _client(args: argparse.Namespace) -> Any:
+    _check_cluster_options(args)
     try:
         import distributed
     except ImportError:
@@ -90,8 +94,13 @@ def _make_output(out: str) -> None:
         ) from None
 
 
-def _run(args: argparse.Namespace, fn, *a: Any, **kw: Any) -> int:
+def _run(args: argparse.Namespace, fn, *a: Any, inputs: Any = None, **kw: Any) -> int:
+    """``fn(*a, out, client=..., **kw)`` into the output folder; ``inputs()``, where
+    given, lists the input files, which must not lie in that folder."""
     out = _need_output(args)
+    _check_cluster_options(args)
+    if inputs is not None:
+        _not_in_output(out, inputs(), "input")
     created = not os.path.exists(out)
     try:
         client = _client(args)
@@ -109,11 +118,35 @@ def _run(args: argparse.Namespace, fn, *a: Any, **kw: Any) -> int:
             with contextlib.suppress(OSError):
                 os.rmdir(out)
         raise
+    if created and not summary.written:  # every item failed: no empty folder either
+        with contextlib.suppress(OSError):
+            os.rmdir(out)
     return _finish(summary, out)
 
 
+def _not_in_output(out: str, inputs: list, option: str) -> None:
+    """The output folder must not hold the inputs: their outputs would land among
+    them (and be read as inputs by the next run), and an input of the output's name
+    would count as done."""
+    folder = os.path.realpath(out)
+    for item in inputs:
+        if isinstance(item, (str, os.PathLike)):
+            if os.path.realpath(os.path.dirname(os.path.abspath(item))) == folder:
+                raise SystemExit(
+                    f"error: -o {out!r} holds the {option} {str(item)!r}; give the "
+                    "outputs a folder of their own"
+                )
+
+
+def _refuse(args: argparse.Namespace, names: tuple, why: str) -> None:
+    """Single-file options given in many-file mode are an error, not ignored."""
+    given = [n for n in names if getattr(args, n.lstrip("-").replace("-", "_"), None)]
+    if given:
+        raise SystemExit(f"error: many-file mode takes no {', '.join(given)} ({why})")
+
+
 def segment(args: argparse.Namespace) -> int:
-    from .distributed import segment_many
+    from .distributed import _expand, segment_many
 
     if args.fg or args.bg or args.overlay or args.rect:
         raise SystemExit(
@@ -124,6 +157,7 @@ def segment(args: argparse.Namespace) -> int:
         args,
         segment_many,
         args.image,
+        inputs=lambda: _expand(args.image, "images"),
         iterations=args.iterations,
         smoothness=args.smoothness,
         connectivity=args.connectivity,
@@ -138,16 +172,22 @@ def stereo(args: argparse.Namespace) -> int:
         raise SystemExit(
             "error: many-file mode needs LEFT and RIGHT folders (or glob patterns)"
         )
+    _refuse(
+        args, ("--png16", "--pfm", "--colormap"),
+        "each pair gets <left name>.pfm in the output folder",
+    )  # fmt: skip
     left = _expand(args.left, "left")
     right = _expand(args.right, "right")
     if len(left) != len(right):
         raise SystemExit(
             f"error: {len(left)} left images but {len(right)} right images"
         )
+
     return _run(
         args,
         stereo_many,
         list(zip(left, right, strict=True)),
+        inputs=lambda: left + right,
         max_disparity=args.max_disparity,
         method=args.method,
         backend=args.backend,
@@ -156,10 +196,23 @@ def stereo(args: argparse.Namespace) -> int:
 
 
 def flow(args: argparse.Namespace) -> int:
-    from .distributed import _is_video, flow_many
+    from .distributed import _expand, _is_video, flow_many
 
-    sequences = {}
-    for i, spec in enumerate(args.inputs):
+    _refuse(
+        args, ("--flo", "--color"),
+        "each frame pair gets <sequence>_<i>.flo in the output folder",
+    )  # fmt: skip
+    if args.view != "arrows" or args.arrow_scale != 1.0:
+        raise SystemExit(
+            "error: many-file mode takes no --view or --arrow-scale (it writes .flo "
+            "files, no pictures)"
+        )
+    sequences: dict = {}
+    if len(args.inputs) > 1 and all(
+        os.path.isfile(s) and not _is_video(s) for s in args.inputs
+    ):  # frame files given one by one: one sequence, in the order given
+        sequences["frames"] = list(args.inputs)
+    for i, spec in enumerate(args.inputs if not sequences else ()):
         if _is_video(spec):
             name = Path(spec).stem
         elif Path(spec).is_dir():
@@ -167,10 +220,20 @@ def flow(args: argparse.Namespace) -> int:
         else:
             name = "frames"
         sequences[name if name not in sequences else f"{name}{i}"] = spec
+
+    def inputs() -> list:
+        files: list = []
+        for seq in sequences.values():
+            if isinstance(seq, str):
+                seq = [seq] if _is_video(seq) else _expand(seq, "frames")
+            files += seq
+        return files
+
     return _run(
         args,
         flow_many,
         sequences,
+        inputs=inputs,
         detector=args.detector,
         max_features=args.max_features,
         search_radius=args.search_radius,

@@ -64,8 +64,10 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
             ):
                 f.write(f"f {u} {v} {x}\n")
     if args.cut:
-        with _writing(args.cut, "--cut") as part:
-            np.savetxt(part, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
+        # one open (np.savetxt given a name opens it twice: a pipe's reader would
+        # get the first, empty one)
+        with _writing(args.cut, "--cut") as part, open(part, "w") as f:
+            np.savetxt(f, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
     return 0
 
 

@@ -181,7 +181,7 @@ def _cmd_flow(args: argparse.Namespace) -> int:
         raise SystemExit("error: --color and --flo are for an image pair")
     _check_output(args.output, "-o/--output", "colour" if pair else "video")
     _check_output(args.color, "--color", "colour")
-    _check_output(args.flo, "--flo")
+    _check_output(args.flo, "--flo", "flo")
     _check_distinct(
         [(args.output, "-o/--output"), (args.color, "--color"), (args.flo, "--flo")],
         list(args.inputs),

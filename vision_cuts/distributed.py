@@ -491,7 +491,9 @@ def _name_of(item: Any, index: int) -> str:
     return f"item{index:06d}"
 
 
-_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
+_IMAGE_SUFFIXES = {
+    ".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".ppm", ".pgm", ".pnm", ".webp",
+}  # fmt: skip
 
 
 def _read_rgb(item: Any) -> np.ndarray:
