@@ -38,18 +38,29 @@ def _load_image(spec: str) -> np.ndarray:
         return np.stack([img] * 3, axis=-1) if img.ndim == 2 else img[..., :3]
     import cv2
 
-    if not os.path.isfile(spec):  # (OpenCV would log a warning of its own first)
-        why = "it is a directory" if os.path.isdir(spec) else "no such file"
-        raise SystemExit(f"error: cannot read image {spec!r}: {why}")
+    img = _imread(spec, cv2.IMREAD_COLOR, "image")
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def _imread(path: str, flags: int, what: str) -> np.ndarray:
+    """``cv2.imread(path, flags)``; ``SystemExit`` naming ``what`` and the reason
+    (no such file, a directory, OpenCV's error, not a picture) otherwise."""
+    import cv2
+
+    if not os.path.isfile(path):  # (OpenCV would log a warning of its own first)
+        why = "it is a directory" if os.path.isdir(path) else "no such file"
+        raise SystemExit(f"error: cannot read {what} {path!r}: {why}")
     try:
-        img = cv2.imread(spec, cv2.IMREAD_COLOR)
+        img = cv2.imread(path, flags)
     except cv2.error as exc:
         raise SystemExit(
-            f"error: cannot read image {spec!r}: {_cv2_reason(exc)}"
+            f"error: cannot read {what} {path!r}: {_cv2_reason(exc)}"
         ) from None
     if img is None:
-        raise SystemExit(f"error: cannot read image {spec!r}")
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        raise SystemExit(
+            f"error: cannot read {what} {path!r}: not a picture OpenCV decodes"
+        )
+    return img
 
 
 def _cv2_reason(exc: Exception) -> str:
@@ -324,20 +335,8 @@ def _load_mask(path: str | None, shape: tuple, what: str):
         return None
     import cv2
 
-    if not os.path.isfile(path):  # (OpenCV would log a warning of its own first)
-        why = "it is a directory" if os.path.isdir(path) else "no such file"
-        raise SystemExit(f"error: cannot read {what} mask {path!r}: {why}")
     # unchanged: a grey conversion would scale 16 bits to 8 (1 -> 0) and drop alpha
-    try:
-        m = cv2.imread(path, cv2.IMREAD_UNCHANGED)
-    except cv2.error as exc:
-        raise SystemExit(
-            f"error: cannot read {what} mask {path!r}: {_cv2_reason(exc)}"
-        ) from None
-    if m is None:
-        raise SystemExit(
-            f"error: cannot read {what} mask {path!r}: not a picture OpenCV decodes"
-        )
+    m = _imread(path, cv2.IMREAD_UNCHANGED, f"{what} mask")
     if m.shape[:2] != shape:
         raise SystemExit(
             f"error: the {what} mask {path!r} is {m.shape[1]}x{m.shape[0]}, the image "
