@@ -7,7 +7,6 @@ folder."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -84,43 +83,24 @@ def _need_output(args: argparse.Namespace) -> str:
     return out
 
 
-def _make_output(out: str) -> None:
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise SystemExit(
-            f"error: cannot create the output folder {out!r} (-o/--output): "
-            f"{exc.strerror or exc}"
-        ) from None
-
-
 def _run(args: argparse.Namespace, fn, *a: Any, inputs: Any = None, **kw: Any) -> int:
     """``fn(*a, out, client=..., **kw)`` into the output folder; ``inputs()``, where
-    given, lists the input files, which must not lie in that folder."""
+    given, lists the input files, which must not lie in that folder. The folder is
+    made by ``fn`` once its inputs are checked, and removed by it when nothing was
+    written (:func:`vision_cuts.distributed._run`)."""
     out = _need_output(args)
     _check_cluster_options(args)
     if inputs is not None:
         _not_in_output(out, inputs(), "input")
-    created = not os.path.exists(out)
+    client = _client(args)
     try:
-        client = _client(args)
-        try:
-            _make_output(out)
-            summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
-        except (ValueError, TypeError) as exc:
-            raise SystemExit(f"error: {exc}") from None
-        except OSError as exc:  # an input that cannot be read, a full disk, ...
-            raise SystemExit(f"error: {exc}") from None
-        finally:
-            client.close()  # with --workers, its cluster too
-    except BaseException:
-        if created:  # an error before any output: leave no empty folder behind
-            with contextlib.suppress(OSError):
-                os.rmdir(out)
-        raise
-    if created and not summary.written:  # every item failed: no empty folder either
-        with contextlib.suppress(OSError):
-            os.rmdir(out)
+        summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    except OSError as exc:  # an input that cannot be read, a full disk, ...
+        raise SystemExit(f"error: {exc}") from None
+    finally:
+        client.close()  # with --workers, its cluster too
     return _finish(summary, out)
 
 
