@@ -389,7 +389,7 @@ class SegmentTab(WorkerTab):
         try:
             if self.mask is None:
                 raise ValueError("there is no segmentation to save yet")
-            save_image(path, (self.mask > 0).astype(np.uint8) * 255)
+            save_image(path, (self.mask > 0).astype(np.uint8) * 255, mask=True)
         except Exception as exc:
             self.show_error("Cannot save mask", exc)
             return False

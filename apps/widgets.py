@@ -65,13 +65,14 @@ def load_image(path: str) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
 
 
-def save_image(path: str, picture: np.ndarray) -> None:
+def save_image(path: str, picture: np.ndarray, *, mask: bool = False) -> None:
     """Write an RGB or grey uint8 picture; ValueError naming the file on failure.
 
     The picture goes to a temporary file in the same folder first and then replaces
     ``path``, so a failed write leaves an existing file as it was. A grey picture is
     written to ``.ppm`` as three equal channels; a colour picture is refused for
-    ``.pgm`` and ``.pbm``, which hold one grey channel.
+    ``.pgm`` and ``.pbm``, which hold one grey channel. A ``mask`` must read back
+    exactly: a lossy format (``.jpg``, ...) is refused for it.
     """
     import cv2
 
@@ -81,7 +82,9 @@ def save_image(path: str, picture: np.ndarray) -> None:
     kind = "grey" if picture.ndim == 2 else "colour"
     # the command line's checks: a missing folder, a directory, no or an unknown
     # extension, a colour picture for a grey-only format, a read-only file
-    reason = output_problem(path, "image" if picture.ndim == 2 else "colour")
+    reason = output_problem(
+        path, "mask" if mask else "image" if picture.ndim == 2 else "colour"
+    )
     if reason is not None:
         raise ValueError(f"cannot write {path!r}: {reason}")
     img = picture if picture.ndim == 2 else cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)

@@ -386,6 +386,91 @@ def test_picture_formats_and_channels(image, pair, tmp_path, capsys):
     assert rc == 0, err  # a grey disparity picture in a grey format
 
 
+def _writable(ext: str) -> bool:
+    return cv2.haveImageWriter(f"x{ext}")
+
+
+@pytest.mark.parametrize("ext", [".jpg", ".jpeg", ".jp2", ".avif", ".gif"])
+def test_a_mask_is_not_written_lossily(ext, image, tmp_path, capsys):
+    """``segment -o m.jpg`` wrote the mask with values other than 0 and 255 (a
+    lossy format) and status 0; it is refused before the work. The same format is
+    still taken for a picture (the overlay; OpenJPEG cannot code a picture this
+    small, so not .jp2)."""
+    if not _writable(ext):
+        pytest.skip(f"this OpenCV has no {ext} writer")
+    mask = tmp_path / f"m{ext}"
+    rc, _, err = run(["segment", image, "-o", mask, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "-o/--output", "lossily", ".png")
+    assert not mask.exists()
+    if ext != ".jp2":
+        rc, _, err = run(
+            ["segment", image, "--overlay", tmp_path / f"o{ext}", "--backend", "cpu"],
+            capsys,
+        )
+        assert rc == 0, err
+
+
+def test_every_mask_format_taken_reads_back_exactly(tmp_path):
+    """Each extension with an OpenCV writer that the mask check lets through holds a
+    0 / 255 mask exactly (read back as written; a colour-only format as three
+    equal channels). JPEG, which it refuses, does not."""
+    from vision_cuts import cli
+
+    rng = np.random.default_rng(5)
+    mask = np.where(rng.random((30, 41)) < 0.5, 255, 0).astype(np.uint8)
+    exts = [".png", ".bmp", ".dib", ".tif", ".tiff", ".pgm", ".pbm", ".pnm", ".ppm",
+            ".webp", ".ras", ".sr", ".jpg", ".jpeg", ".jpe", ".jp2", ".avif", ".gif"]  # fmt: skip
+    checked = 0
+    for ext in exts:
+        path = str(tmp_path / f"m{ext}")
+        if not _writable(ext):
+            continue
+        taken = cli.output_problem(path, "mask") is None
+        assert taken == (ext not in cli._EXT_LOSSY), ext
+        if not cli.imwrite_replacing(path, mask):
+            assert not taken, f"{ext}: a format the check takes was not written"
+            continue
+        back = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+        if back.ndim == 3:
+            assert not taken or (back == back[..., :1]).all(), ext
+            back = back[..., 0]
+        if taken or ext == ".jpg":
+            assert np.array_equal(back, mask) == taken, ext
+        checked += 1
+    assert checked >= 12
+
+
+@pytest.mark.parametrize("ext", [".ras", ".sr", ".ppm"])
+def test_grey_pictures_in_colour_only_formats(ext, pair, tmp_path, capsys):
+    """A grey picture written as a Sun raster came out all black (OpenCV's grey
+    writer there); it now goes in as three equal channels, as into .ppm."""
+    out = tmp_path / f"d{ext}"
+    rc, _, err = run(["stereo", *pair, "--max-disparity", "4", "-o", out,
+                      "--backend", "cpu"], capsys)  # fmt: skip
+    assert rc == 0, err
+    back = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
+    ref = tmp_path / "d.png"
+    rc, _, err = run(["stereo", *pair, "--max-disparity", "4", "-o", ref,
+                      "--backend", "cpu"], capsys)  # fmt: skip
+    assert rc == 0, err
+    grey = cv2.imread(str(ref), cv2.IMREAD_UNCHANGED)
+    assert grey.any()  # a picture that is not black to begin with
+    assert back.shape == (*grey.shape, 3) and (back == grey[..., None]).all()
+
+
+def test_a_grey_picture_is_not_written_in_one_bit(pair, image, tmp_path, capsys):
+    """``stereo -o d.pbm`` kept one bit of a 256-level picture; refused. A mask,
+    which has two levels, still goes into .pbm exactly."""
+    rc, _, err = run(["stereo", *pair, "--max-disparity", "4", "-o",
+                      tmp_path / "d.pbm", "--backend", "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "-o/--output", "one bit")
+    rc, _, err = run(
+        ["segment", image, "-o", tmp_path / "m.pbm", "--backend", "cpu"], capsys
+    )
+    assert rc == 0, err
+    assert set(np.unique(cv2.imread(str(tmp_path / "m.pbm"), 0))) <= {0, 255}
+
+
 class _Tty:
     """A stderr that says it is a terminal and keeps what is written."""
 

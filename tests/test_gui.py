@@ -509,7 +509,14 @@ def test_save_formats_with_one_or_three_channels(window, qtbot, small_coffee, tm
     # an extension without a writer is named before OpenCV is asked
     assert not tab.save_mask(str(tmp_path / "mask.unknown"))
     assert "no writer for the extension '.unknown'" in tab.last_error.text()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mask.pgm", "mask.ppm"]
+    # a mask is not written lossily (it came back with values other than 0 and
+    # 255); the overlay, a picture, may be
+    assert not tab.save_mask(str(tmp_path / "mask.jpg"))
+    assert "lossily" in tab.last_error.text()
+    assert tab.save_overlay(str(tmp_path / "overlay.jpg")), tab.last_error.text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "mask.pgm", "mask.ppm", "overlay.jpg"
+    ]
 
 
 def test_save_errors_name_the_cause(window, qtbot, small_coffee, tmp_path):

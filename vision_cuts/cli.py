@@ -114,6 +114,11 @@ def overlay(
 _EXT_16BIT = (".png", ".tif", ".tiff", ".pgm", ".pnm")
 #: formats of one grey channel (OpenCV's writers refuse a colour picture there)
 _EXT_GREY = (".pgm", ".pbm")
+#: formats whose OpenCV writers change pixel values (a mask would not read back)
+_EXT_LOSSY = (".jpg", ".jpeg", ".jpe", ".jp2", ".avif", ".gif")
+#: formats OpenCV writes in colour only: a grey picture goes in as three equal
+#: channels (a grey Sun raster is written all black, a grey GIF not at all)
+_EXT_COLOUR_ONLY = (".ppm", ".ras", ".sr", ".gif")
 
 
 #: the longest file name (bytes) of the common file systems
@@ -133,9 +138,10 @@ def _check_output(path: str | None, option: str, kind: str = "file") -> None:
     """Fail before the long work on an output path that cannot be written.
 
     ``kind`` is ``"file"`` (any file), ``"image"`` (a grey 8-bit picture
-    ``cv2.imwrite`` can write), ``"colour"`` (a colour one), ``"image16"`` (a grey
-    16-bit one), ``"video"``, ``"pfm"`` or ``"flo"`` (files of that extension). An
-    empty name, a directory, a missing or read-only parent directory, a read-only
+    ``cv2.imwrite`` can write), ``"mask"`` (a grey 8-bit picture that must read
+    back exactly: no lossy format), ``"colour"`` (a colour one), ``"image16"`` (a
+    grey 16-bit one), ``"video"``, ``"pfm"`` or ``"flo"`` (files of that extension).
+    An empty name, a directory, a missing or read-only parent directory, a read-only
     file and an extension OpenCV has no writer for (or none for this kind of
     picture) are errors that name the option.
     """
@@ -170,7 +176,7 @@ def output_problem(path: str, kind: str = "file") -> str | None:
         if ext != f".{kind}":
             return f"this output is a .{kind} file; name it with the .{kind} extension"
         return None
-    if kind not in ("image", "colour", "image16"):
+    if kind not in ("image", "mask", "colour", "image16"):
         return None
     import cv2
 
@@ -186,6 +192,16 @@ def output_problem(path: str, kind: str = "file") -> str | None:
         return (
             f"a {ext!r} image holds one grey channel and this is a colour picture; "
             "use .png, .jpg, .ppm or .tif"
+        )
+    if kind == "image" and ext.lower() == ".pbm":
+        return (
+            "a '.pbm' image holds one bit a pixel and this picture has 256 grey "
+            "levels; use .png, .pgm or .tif"
+        )
+    if kind == "mask" and ext.lower() in _EXT_LOSSY:
+        return (
+            f"a {ext!r} image is stored lossily and a mask must read back exactly; "
+            "use .png, .tif, .bmp or .pgm"
         )
     if kind == "image16" and ext.lower() not in _EXT_16BIT:
         kinds = ", ".join(_EXT_16BIT)
@@ -287,12 +303,13 @@ class _NotWritten(Exception):
 
 def imwrite_replacing(path: str, img: np.ndarray) -> bool:
     """``cv2.imwrite(path, img)`` (BGR or grey) through :func:`replacing`. A grey
-    picture goes into ``.ppm`` (colour only) as three equal channels. False where
+    picture goes into a colour-only format (``.ppm``, ``.ras``, ``.sr``, ``.gif``) as
+    three equal channels. False where
     the writer failed (``path`` then as it was); ``cv2.error`` and ``OSError`` pass
     through."""
     import cv2
 
-    if img.ndim == 2 and _extension(path).lower() == ".ppm":
+    if img.ndim == 2 and _extension(path).lower() in _EXT_COLOUR_ONLY:
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     try:
         with replacing(path) as part:
@@ -411,7 +428,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     if cli_many.wanted(args):
         return cli_many.segment(args)
 
-    _check_output(args.output, "-o/--output", "image")
+    _check_output(args.output, "-o/--output", "mask")
     _check_output(args.overlay, "--overlay", "colour")
     _check_distinct(
         [(args.output, "-o/--output"), (args.overlay, "--overlay")],
