@@ -418,8 +418,10 @@ def test_every_mask_format_taken_reads_back_exactly(tmp_path):
 
     rng = np.random.default_rng(5)
     mask = np.where(rng.random((30, 41)) < 0.5, 255, 0).astype(np.uint8)
-    exts = [".png", ".bmp", ".dib", ".tif", ".tiff", ".pgm", ".pbm", ".pnm", ".ppm",
-            ".webp", ".ras", ".sr", ".jpg", ".jpeg", ".jpe", ".jp2", ".avif", ".gif"]  # fmt: skip
+    exts = (
+        ".png .bmp .dib .tif .tiff .pgm .pbm .pnm .ppm .webp .ras .sr .jpg .jpeg "
+        ".jpe .jp2 .avif .gif"
+    ).split()
     checked = 0
     for ext in exts:
         path = str(tmp_path / f"m{ext}")
@@ -689,9 +691,7 @@ def test_outputs_into_a_pipe_stay_a_pipe(dimacs, capsys, tmp_path):
     fifo = tmp_path / "cut.fifo"
     os.mkfifo(fifo)
     got = []
-    reader = threading.Thread(
-        target=lambda: got.append(fifo.read_text()), daemon=True
-    )
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
     reader.start()
     rc, _, err = run(["maxflow", dimacs, "--cut", fifo, "--backend", "cpu"], capsys)
     reader.join(timeout=30)

@@ -515,7 +515,9 @@ def test_save_formats_with_one_or_three_channels(window, qtbot, small_coffee, tm
     assert "lossily" in tab.last_error.text()
     assert tab.save_overlay(str(tmp_path / "overlay.jpg")), tab.last_error.text()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "mask.pgm", "mask.ppm", "overlay.jpg"
+        "mask.pgm",
+        "mask.ppm",
+        "overlay.jpg",
     ]
 
 
