@@ -704,3 +704,45 @@ def test_missing_scribble_mask_says_why(image, capsys, tmp_path):
                       "2,2,20,16", "--backend", "cpu"], capsys)  # fmt: skip
     assert_error(rc, err, "foreground mask", "nope.png", "no such file")
     assert "WARN" not in err
+
+
+@pytest.mark.parametrize("option", ["--flow", "--cut"])
+def test_maxflow_text_outputs_to_standard_output(option, dimacs, tmp_path, capsys,
+                                                 monkeypatch):  # fmt: skip
+    """``--flow -`` wrote a file named ``-``; ``-`` is standard output now, with the
+    summary on standard error, and the text is what the file would hold."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(["maxflow", dimacs, option, "-", "--backend", "cpu"], capsys)
+    assert rc == 0, err
+    assert "max flow 3" in err and "max flow" not in out
+    rc, _, err = run(
+        ["maxflow", dimacs, option, tmp_path / "o.txt", "--backend", "cpu"], capsys
+    )
+    assert rc == 0, err
+    assert out == (tmp_path / "o.txt").read_text() and out.strip()
+    assert not (tmp_path / "-").exists()
+    rc, _, err = run(["maxflow", dimacs, "--flow", "-", "--cut", "-"], capsys)
+    assert_error(rc, err, "--flow and --cut", "standard output")
+
+
+@pytest.mark.timeout(120)
+def test_maxflow_into_a_closed_pipe_ends_quietly(tmp_path):
+    """``vision-cuts maxflow G --cut - | head -1`` printed ``error: Broken pipe``."""
+    n = 20000
+    lines = [f"p max {n} {n - 1}", "n 1 s", f"n {n} t"]
+    lines += [f"a {i} {i + 1} 1" for i in range(1, n)]
+    graph = tmp_path / "chain.max"
+    graph.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vision_cuts.cli", "maxflow", str(graph), "--cut", "-",
+         "--backend", "cpu"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves after one line
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    proc.wait(timeout=100)
+    assert first.strip() == b"1"
+    assert "error" not in err and "Traceback" not in err, err
+    assert "Exception ignored" not in err, err

@@ -688,6 +688,11 @@ def main(argv: list[str] | None = None) -> int:
         # bad input the commands did not catch themselves, a backend that cannot
         # run (``--backend gpu`` without a GPU), a problem too large for the GPU
         raise SystemExit(f"error: {exc}") from None
+    except BrokenPipeError:  # the reader of standard output left (``| head``): end
+        # quietly, as other tools do, and keep the interpreter's last flush quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except OSError as exc:  # a file or a connection the command needed
         raise SystemExit(f"error: {exc}") from None
 

@@ -3,19 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import time
+from collections.abc import Iterator
+from typing import TextIO
 
 import numpy as np
 
+#: the name that sends a text output to standard output
+STDOUT = "-"
+
+
+@contextlib.contextmanager
+def _text_output(path: str, option: str) -> Iterator[TextIO]:
+    """A text file to write ``path`` through (see ``cli._writing``), or standard
+    output for ``-``."""
+    from .cli import _writing
+
+    if path == STDOUT:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with _writing(path, option) as part, open(part, "w", encoding="ascii") as f:
+        yield f
+
 
 def _cmd_maxflow(args: argparse.Namespace) -> int:
-    from .cli import _check_distinct, _check_output, _writing
+    from .cli import _check_distinct, _check_output
     from .dimacs import read_dimacs
     from .graph import maximum_flow
 
-    _check_output(args.flow, "--flow")
-    _check_output(args.cut, "--cut")
-    _check_distinct([(args.flow, "--flow"), (args.cut, "--cut")], [args.file])
+    if args.flow == STDOUT and args.cut == STDOUT:
+        raise SystemExit(
+            "error: --flow and --cut both name standard output ('-'); give one of "
+            "them a file"
+        )
+    files = [(p, o) for p, o in ((args.flow, "--flow"), (args.cut, "--cut"))
+             if p != STDOUT]  # fmt: skip
+    for path, option in files:
+        _check_output(path, option)
+    _check_distinct(files, [args.file])
+    # with an output on standard output the summary goes to standard error
+    report = sys.stderr if STDOUT in (args.flow, args.cut) else sys.stdout
     t0 = time.perf_counter()
     try:
         graph, source, sink = read_dimacs(args.file)
@@ -46,7 +76,8 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
         f"({graph.num_nodes} nodes, {graph.edge_arc.shape[0]} arcs): "
         f"read {t1 - t0:.2f} s, solved in {t2 - t1:.3f} s on {res.stats['backend']}; "
         f"min cut: {graph.num_nodes - sink_side} source-side / {sink_side} sink-side "
-        "nodes"
+        "nodes",
+        file=report,
     )
     if args.flow:  # a line for each arc of the file that carries flow, in file order
         per_arc = graph.edge_flow(res.flow)
@@ -54,10 +85,7 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
         arcs = graph.edge_arc[pos]
         tails = graph.tails[arcs] + 1
         heads = graph.heads[arcs] + 1
-        with (
-            _writing(args.flow, "--flow") as part,
-            open(part, "w", encoding="ascii") as f,
-        ):
+        with _text_output(args.flow, "--flow") as f:
             f.write(f"s {res.value}\n")
             for u, v, x in zip(
                 tails.tolist(), heads.tolist(), per_arc[pos].tolist(), strict=True
@@ -66,7 +94,7 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
     if args.cut:
         # one open (np.savetxt given a name opens it twice: a pipe's reader would
         # get the first, empty one)
-        with _writing(args.cut, "--cut") as part, open(part, "w") as f:
+        with _text_output(args.cut, "--cut") as f:
             np.savetxt(f, np.flatnonzero(res.labels == 0) + 1, fmt="%d")
     return 0
 
@@ -87,7 +115,10 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--flow",
         help="write the flow: DIMACS 's' and 'f u v x' lines, one for each arc of the "
-        "file that carries flow, in file order",
+        "file that carries flow, in file order ('-': standard output)",
     )
-    p.add_argument("--cut", help="write the source-side nodes (1-based, one a line)")
+    p.add_argument(
+        "--cut",
+        help="write the source-side nodes (1-based, one a line; '-': standard output)",
+    )
     p.set_defaults(func=_cmd_maxflow)
