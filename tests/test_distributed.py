@@ -188,6 +188,10 @@ def test_flow_many_chunks_overlap_by_one_frame(client, tmp_path):
     )  # fmt: skip
     # 5 pairs in three chunks of at most 2, as equal as possible: [0:2], [1:4], [3:6]
     assert sorted(summary.written) == ["clip[0:2]", "clip[1:4]", "clip[3:6]"]
+    # the summary counted the chunks as "3 written": it says so, and the files
+    assert summary.files_written == 5 == len(list((tmp_path / "out").glob("*.flo")))
+    assert str(summary).startswith("3 chunks written (5 files), 0 skipped")
+    assert "chunks/s" in str(summary)
     for start, stop in ((0, 2), (1, 4), (3, 6)):
         want = [
             r.dense
@@ -601,6 +605,7 @@ def test_flow_errors_name_the_frame_in_the_sequence(client, tmp_path):
         progress=False, retries=0,
     )  # fmt: skip
     assert sorted(summary.written) == ["frames[0:2]", "frames[1:4]"]
+    assert summary.files_written == 3  # [0:2] one pair, [1:4] two; [3:6] failed
     errors = {e.name: e.error for e in summary.failed}
     assert "frame 4 (" in errors["frames[3:6]"] and "f4.png" in errors["frames[3:6]"]
     assert "frames[1]" not in errors["frames[3:6]"]

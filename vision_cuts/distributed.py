@@ -99,16 +99,25 @@ class RunSummary:
     skipped: list = field(default_factory=list)
     failed: list = field(default_factory=list)
     seconds: float = 0.0
+    #: what an item is (``flow_many``: a chunk of frame pairs, several files)
+    unit: str = "items"
+    #: output files of the written items
+    files_written: int = 0
 
     @property
     def items_per_s(self) -> float:
         return len(self.written) / self.seconds if self.seconds > 0 else 0.0
 
     def __str__(self) -> str:
+        done = f"{len(self.written)} written"
+        if self.unit != "items":  # items of several files: say what was counted
+            done = (
+                f"{len(self.written)} {self.unit} written ({self.files_written} files)"
+            )
         text = (
-            f"{len(self.written)} written, {len(self.skipped)} skipped (existing), "
+            f"{done}, {len(self.skipped)} skipped (existing), "
             f"{len(self.failed)} failed in {self.seconds:.1f} s "
-            f"({self.items_per_s:.2f} items/s)"
+            f"({self.items_per_s:.2f} {self.unit}/s)"
         )
         for e in self.failed:
             text += f"\n  {e.name}: {e.error}"
@@ -343,17 +352,19 @@ def _run(
     progress: bool,
     max_in_flight: int | None,
     items_per_task: int | None = None,
+    unit: str = "items",
 ) -> RunSummary:
     """Compute ``fn(payload, **params)`` for every job ``(name, payload, outputs)``
     whose outputs are not all there, in tasks of ``items_per_task`` jobs (None: chosen
-    from the first tasks' times), at most ``max_in_flight`` tasks at a time."""
+    from the first tasks' times), at most ``max_in_flight`` tasks at a time. ``unit``
+    names a job in the summary."""
     dist = _distributed()
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
     _check_count("max_in_flight", max_in_flight)
     _check_count("items_per_task", items_per_task)
     t0 = time.perf_counter()
-    summary = RunSummary()
+    summary = RunSummary(unit=unit)
     todo = []
     for name, payload, outs in jobs:
         if not overwrite and outs and all(p.exists() for p in outs):
@@ -410,7 +421,7 @@ def _run(
                 pure=False,
                 retries=retries,  # a task that raises outside the items' own tries
             )
-            pending[fut.key] = [name for name, _, _ in batch]
+            pending[fut.key] = {name: len(outs) for name, _, outs in batch}
             done.add(fut)
             return True
 
@@ -434,6 +445,7 @@ def _run(
                 for name, error in report:
                     if error is None:
                         summary.written.append(name)
+                        summary.files_written += names[name]
                     else:
                         summary.failed.append(ItemError(name, error))
                 if items_per_task is None and len(item_seconds) < probe:
@@ -879,6 +891,7 @@ def flow_many(
         progress=progress,
         max_in_flight=max_in_flight,
         items_per_task=items_per_task,
+        unit="chunks",
     )
 
 
