@@ -661,7 +661,109 @@ def test_cli_many_file_frames_one_by_one_and_failed_runs(tmp_path, capsys):
     assert [p.name for p in vd._expand(tmp_path, "frames")] == ["f0.ppm", "f1.ppm",
                                                                  "f2.ppm"]  # fmt: skip
     capsys.readouterr()
-    rc = _cli(["segment", str(tmp_path / "f*.ppm"), "-o", str(tmp_path / "none"),
-               "--workers", "1", "--backend", "cpu", "--smoothness", "-1"])  # fmt: skip
+    for k in range(2):  # pictures no reader can open: every item fails
+        (tmp_path / f"bad{k}.png").write_bytes(b"not a picture")
+    rc = _cli(["segment", str(tmp_path / "bad*.png"), "-o", str(tmp_path / "none"),
+               "--workers", "1", "--backend", "cpu"])  # fmt: skip
     assert rc == 1 and "0 written" in capsys.readouterr().out
     assert not (tmp_path / "none").exists()
+    # a bad option value fails every item too: it is refused before any worker
+    with pytest.raises(SystemExit, match="error: smoothness must be"):
+        _cli(["segment", str(tmp_path / "f*.ppm"), "-o", str(tmp_path / "none"),
+              "--workers", "1", "--backend", "cpu", "--smoothness", "-1"])  # fmt: skip
+    assert not (tmp_path / "none").exists()
+
+
+_BAD_VALUES = [
+    (vd.segment_many, {"iterations": 0}, ValueError, "iterations must be"),
+    (vd.segment_many, {"smoothness": -1.0}, ValueError, "smoothness must be"),
+    (vd.segment_many, {"connectivity": 6}, ValueError, "connectivity"),
+    (vd.segment_many, {"components": 0}, ValueError, "components must be"),
+    (vd.segment_many, {"backend": "cuda"}, ValueError, "backend must be one of"),
+    (vd.stereo_many, {"max_disparity": 0}, ValueError, "max_disparity must"),
+    (vd.stereo_many, {"max_disparity": 2.0}, TypeError, "max_disparity must be an"),
+    (vd.stereo_many, {"method": "sgm"}, ValueError, "method must be one of"),
+    (vd.stereo_many, {"method": "ishikawa_pyramid", "label_step": 3}, ValueError,
+     "label_step must be a power of two"),
+    (vd.stereo_many, {"lam": -1.0}, ValueError, "lam"),
+    (vd.stereo_many, {"census_radius": 0}, ValueError, "census_radius must be"),
+    (vd.stereo_many, {"truncation": 0}, ValueError, "truncation must be"),
+    (vd.stereo_many, {"max_cycles": 0}, ValueError, "max_cycles"),
+    (vd.stereo_many, {"window": 0}, ValueError, "window"),
+    (vd.flow_many, {"search_radius": -3.0}, ValueError, "search_radius"),
+    (vd.flow_many, {"detector": "sift2"}, ValueError, "detector must be one of"),
+    (vd.flow_many, {"warm_start": "yes"}, TypeError, "warm_start"),
+    (vd.assignment_many, {"maximize": "yes"}, TypeError, "maximize"),
+    (vd.assignment_many, {"backend": "tpu"}, ValueError, "backend must be one of"),
+]  # fmt: skip
+
+
+def _many_call(fn, tmp_path, kw):
+    if fn is vd.segment_many:
+        return lambda: fn([_picture(1)], tmp_path / "out", **kw)
+    if fn is vd.stereo_many:
+        kw = {"max_disparity": 4, **kw}
+        return lambda: fn([(_picture(1), _picture(2))], tmp_path / "out", **kw)
+    if fn is vd.flow_many:
+        return lambda: fn([_picture(1), _picture(2)], tmp_path / "out", **kw)
+    return lambda: fn(np.zeros((2, 3, 3)), tmp_path / "out", **kw)
+
+
+def _single_call(fn, kw):
+    """The front end itself on one item, with the same options."""
+    from vision_cuts import grabcut, linear_sum_assignment_batched, stereo_disparity
+
+    if fn is vd.segment_many:
+        return lambda: grabcut(_picture(1), rect=(2, 2, 20, 20), **kw)
+    if fn is vd.stereo_many:
+        kw = {"max_disparity": 4, **kw}
+        return lambda: stereo_disparity(_picture(1), _picture(2), **kw)
+    if fn is vd.flow_many:
+        return lambda: list(optical_flow_frames([_picture(1), _picture(2)], **kw))
+    return lambda: linear_sum_assignment_batched(np.zeros((2, 3, 3)), **kw)
+
+
+@pytest.mark.parametrize(("fn", "kw", "error", "match"), _BAD_VALUES)
+def test_front_end_values_are_checked_before_any_worker(
+    fn, kw, error, match, tmp_path, monkeypatch
+):
+    """A value the front end refuses (``iterations=0``, ...) started a cluster and
+    failed every item in turn; it is the front end's own error at the call now, and
+    no cluster starts, no folder is left."""
+
+    def no_cluster(*a, **k):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(vd, "local_client", no_cluster)
+    with pytest.raises(error, match=match) as many:
+        _many_call(fn, tmp_path, kw)()
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(error, match=match) as single:
+        _single_call(fn, kw)()
+    if fn is not vd.stereo_many or "max_disparity" not in kw:  # the width is known
+        assert str(many.value) == str(single.value)  # there, not here
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["segment", "{d}", "--iterations", "0"],
+     ["stereo", "{d}", "{d}", "--max-disparity", "4", "--method", "ishikawa_pyramid",
+      "--label-step", "3"],
+     ["flow", "{d}", "--search-radius", "-1"]],
+)  # fmt: skip
+def test_cli_many_file_values_start_no_cluster(argv, tmp_path, monkeypatch):
+    """``--workers N`` started its cluster before any option was checked."""
+    import cv2
+
+    def no_cluster(*a, **k):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(vd, "local_client", no_cluster)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k in range(2):
+        cv2.imwrite(str(folder / f"f{k}.png"), _picture(k))
+    args = [a.format(d=folder) for a in argv]
+    with pytest.raises(SystemExit, match="error: .*must be"):
+        _cli([*args, "-o", str(tmp_path / "out"), "--workers", "2"])
+    assert not (tmp_path / "out").exists()

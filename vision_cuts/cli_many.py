@@ -41,14 +41,19 @@ def _check_cluster_options(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --workers must be >= 1, got {args.workers}")
 
 
-def _client(args: argparse.Namespace) -> Any:
-    _check_cluster_options(args)
+def _dask() -> Any:
     try:
         import distributed
     except ImportError:
         raise SystemExit(
             'error: many-file mode needs Dask: pip install "vision-cuts[distributed]"'
         ) from None
+    return distributed
+
+
+def _client(args: argparse.Namespace) -> Any:
+    _check_cluster_options(args)
+    distributed = _dask()
     from .distributed import local_client
 
     if args.scheduler is not None:
@@ -92,7 +97,12 @@ def _run(args: argparse.Namespace, fn, *a: Any, inputs: Any = None, **kw: Any) -
     _check_cluster_options(args)
     if inputs is not None:
         _not_in_output(out, inputs(), "input")
-    client = _client(args)
+    # --workers: the many-file function starts the cluster itself, once it has
+    # checked the inputs and options (and only where there is work)
+    client = _client(args) if args.scheduler is not None else None
+    if client is None:
+        _dask()
+        kw["workers"] = args.workers
     try:
         summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
     except (ValueError, TypeError) as exc:
@@ -100,7 +110,8 @@ def _run(args: argparse.Namespace, fn, *a: Any, inputs: Any = None, **kw: Any) -
     except OSError as exc:  # an input that cannot be read, a full disk, ...
         raise SystemExit(f"error: {exc}") from None
     finally:
-        client.close()  # with --workers, its cluster too
+        if client is not None:
+            client.close()
     return _finish(summary, out)
 
 

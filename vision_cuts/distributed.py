@@ -570,19 +570,41 @@ def _out_dir(out_dir: Any) -> Path:
 
 
 def _check_keywords(
-    front_end: Callable, params: dict, taken: tuple[str, ...], what: str
+    front_end: Callable,
+    params: dict,
+    taken: tuple[str, ...],
+    what: str,
+    check_values: Callable | None = None,
 ) -> None:
     """The keywords meant for ``front_end``, checked here before any worker starts: a
     name it does not take, or one that ``what`` sets itself for each item, is a
-    TypeError naming it (in a worker it would fail every item in turn)."""
+    TypeError naming it, and ``check_values`` (given the front end's keyword
+    arguments with their defaults) raises the front end's own error for a bad value
+    (in a worker either would fail every item in turn)."""
     import inspect
 
-    accepted = inspect.signature(front_end).parameters
+    signature = inspect.signature(front_end)
+    _check_names(signature, params, taken, what, front_end.__name__)
+    if check_values is not None:
+        options = {
+            name: p.default
+            for name, p in signature.parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
+        check_values({**options, **params})
+
+
+def _check_names(
+    signature: Any, params: dict, taken: tuple[str, ...], what: str, name: str
+) -> None:
+    import inspect
+
+    accepted = signature.parameters
     for key in params:
         if key in taken:
             raise TypeError(
                 f"{what}() sets {key!r} itself for each item; it cannot be passed "
-                f"on to {front_end.__name__}()"
+                f"on to {name}()"
             )
         if key not in accepted or accepted[key].kind not in (
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -590,7 +612,7 @@ def _check_keywords(
         ):
             names = ", ".join(sorted(set(accepted) - set(taken)))
             raise TypeError(
-                f"{what}() got the keyword {key!r}, which {front_end.__name__}() "
+                f"{what}() got the keyword {key!r}, which {name}() "
                 f"does not take (it takes {names})"
             )
 
@@ -633,9 +655,12 @@ def segment_many(
     docstring for ``client``, ``workers``, ``retries``, ``overwrite``, ``progress`` and
     ``max_in_flight``.
     """
-    from .segmentation import grabcut
+    from .segmentation import check_grabcut_options, grabcut
 
-    _check_keywords(grabcut, grabcut_params, ("image", "rect", "init"), "segment_many")
+    _check_keywords(
+        grabcut, grabcut_params, ("image", "rect", "init"), "segment_many",
+        check_grabcut_options,
+    )  # fmt: skip
     items = _expand(images, "images")
     if rects is not None and len(rects) != len(items):
         raise ValueError(
@@ -689,9 +714,12 @@ def stereo_many(
     left image's name, or ``item000000``, ... for arrays). ``pairs``: a sequence of
     ``(left, right)``, paths or arrays. Other keywords go to
     :func:`vision_cuts.stereo_disparity`."""
-    from .stereo import stereo_disparity
+    from .stereo import check_stereo_options, stereo_disparity
 
-    _check_keywords(stereo_disparity, stereo_params, ("left", "right"), "stereo_many")
+    _check_keywords(
+        stereo_disparity, {"max_disparity": max_disparity, **stereo_params},
+        ("left", "right"), "stereo_many", check_stereo_options,
+    )  # fmt: skip
     if isinstance(pairs, (str, os.PathLike)) or not isinstance(pairs, Iterable):
         raise TypeError(
             f"pairs must be a sequence of (left, right), got {type(pairs).__name__}"
@@ -837,9 +865,12 @@ def flow_many(
     border frames; a chunk is one task, warm-started within itself. Other keywords go to
     :func:`vision_cuts.optical_flow_frames`.
     """
-    from .optical_flow import optical_flow_frames
+    from .optical_flow import check_flow_options, optical_flow_frames
 
-    _check_keywords(optical_flow_frames, flow_params, ("frames", "dense"), "flow_many")
+    _check_keywords(
+        optical_flow_frames, flow_params, ("frames", "dense"), "flow_many",
+        lambda options: check_flow_options({**options, "dense": True}),
+    )  # fmt: skip
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     if isinstance(sequences, dict):
@@ -895,6 +926,14 @@ def flow_many(
     )
 
 
+def _check_assignment_options(options: dict) -> None:
+    from ._backend import _check_name
+    from ._validate import check_flag
+
+    check_flag(options["maximize"], "maximize")
+    _check_name(options["backend"], "backend")
+
+
 def _assignment_batch(payload: Any, **params: Any) -> list:
     from .assignment import linear_sum_assignment_batched
 
@@ -933,7 +972,7 @@ def assignment_many(
 
     _check_keywords(
         linear_sum_assignment_batched, params, ("costs", "return_stats"),
-        "assignment_many",
+        "assignment_many", _check_assignment_options,
     )  # fmt: skip
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")

@@ -1015,8 +1015,9 @@ def _check_params(
         _check_positive(search_radius, "search_radius"),
         _check_positive(local_radius, "local_radius"),
         local_passes,
-        _check_positive(displacement_weight, "displacement_weight",
-                        high=_MAX_DISPLACEMENT_WEIGHT),
+        _check_positive(
+            displacement_weight, "displacement_weight", high=_MAX_DISPLACEMENT_WEIGHT
+        ),
         _MAX_COST[detector]
         if max_cost is None
         else _check_positive(max_cost, "max_cost"),
@@ -1024,6 +1025,19 @@ def _check_params(
         if tile_size is None
         else _check_positive(tile_size, "tile_size", integer=True),
     )
+
+
+def check_flow_options(options: dict) -> None:
+    """The options of :func:`optical_flow_frames` (``options``: its keyword
+    arguments, defaults applied), checked as it checks them: for callers that pass
+    them on to many calls (``flow_many``)."""
+    names = (
+        "backend", "detector", "max_features", "search_radius", "local_radius",
+        "local_passes", "displacement_weight", "max_cost", "tile_size",
+    )  # fmt: skip
+    _check_params(*(options[k] for k in names), None)
+    for flag in ("dense", "refine", "warm_start"):
+        check_flag(options[flag], flag)
 
 
 class _Steps:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._backend import is_cupy_array, resolve_backend, to_numpy
+from ._backend import _check_name, is_cupy_array, resolve_backend, to_numpy
 from ._validate import INT32_MAX
 from .grid import (
     _arc_views,
@@ -558,6 +558,21 @@ def _fixed_cost(crop_w: Any, fixed: Any, xp) -> int:
     return max(_FIXED_COST, need)
 
 
+def check_grabcut_options(options: dict) -> None:
+    """The options of :func:`grabcut` that do not depend on the image (``options``:
+    its keyword arguments, defaults applied), checked as it checks them: for callers
+    that pass them on to many calls (``segment_many``)."""
+    planes = connectivity_planes(options["connectivity"], 2)
+    _check_name(options["backend"], "backend")
+    smoothness = options["smoothness"]
+    if smoothness is None:
+        smoothness = 120.0 if planes == 4 else 50.0
+    _check_grabcut_args(
+        options["iterations"], options["components"], smoothness, options["init"],
+        None, planes, options["callback"],
+    )  # fmt: skip
+
+
 def _check_grabcut_args(
     iterations, components, smoothness, init, shape, planes, callback
 ) -> None:
@@ -600,7 +615,7 @@ def _check_grabcut_args(
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     if init is not None and not isinstance(init, GrabCutResult):
         raise TypeError(f"init must be a GrabCutResult, got {type(init).__name__}")
-    if init is not None and tuple(init.mask.shape) != shape:
+    if init is not None and shape is not None and tuple(init.mask.shape) != shape:
         raise ValueError(
             f"init.mask has shape {tuple(init.mask.shape)}, the image {shape}"
         )

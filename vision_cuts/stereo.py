@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from ._backend import is_cupy_array, resolve_backend, to_numpy
+from ._backend import _check_name, is_cupy_array, resolve_backend, to_numpy
 from ._validate import (
     check_int,
     check_number,
@@ -174,7 +174,8 @@ def _finite_float32(img: Any, name: str, xp: Any) -> Any:
     return out
 
 
-def _check_max_disparity(max_disparity: Any, width: int) -> int:
+def _check_max_disparity(max_disparity: Any, width: int | None) -> int:
+    """``0 < max_disparity < width`` (``width`` None: not known yet, > 0 only)."""
     if isinstance(max_disparity, bool) or not isinstance(
         max_disparity, (int, np.integer)
     ):
@@ -182,7 +183,9 @@ def _check_max_disparity(max_disparity: Any, width: int) -> int:
             f"max_disparity must be an integer, got {max_disparity!r} "
             f"({type(max_disparity).__name__})"
         )
-    if max_disparity <= 0 or max_disparity >= width:
+    if width is None and max_disparity <= 0:
+        raise ValueError(f"max_disparity must be > 0, got {max_disparity}")
+    if width is not None and (max_disparity <= 0 or max_disparity >= width):
         raise ValueError(
             f"max_disparity must satisfy 0 < max_disparity < image width ({width}), "
             f"got {max_disparity}"
@@ -280,6 +283,37 @@ def stereo_cost_volume(
     # the box filter's float sums leave values a rounding error outside the range
     _xp(which).clip(cost, 0, 1 + census_weight, out=cost)
     return _same_kind(cost, left)
+
+
+def check_stereo_options(options: dict) -> None:
+    """The options of :func:`stereo_disparity` that do not depend on the images
+    (``options``: its keyword arguments, defaults applied), checked as it checks
+    them: for callers that pass them on to many calls (``stereo_many``). The device
+    limit on ``census_radius`` and ``max_disparity`` against the width are checked
+    by each call."""
+    method = _check_method(options["method"])
+    _check_smoothness(options["smoothness"], method)
+    max_disparity = _check_max_disparity(options["max_disparity"], None)
+    _check_label_step(options["label_step"], method, max_disparity + 1)
+    _check_name(options["backend"], "backend")
+    if options["lam"] is not None:  # None: the method's default
+        check_number(options["lam"], "lam", low=0)
+    check_number(options["cost_scale"], "cost_scale", low=0, above=True)
+    check_int(options["window"], "window", 1, _MAX_WINDOW)
+    _check_census_radius(options["census_radius"], "cpu")
+    _check_truncation(options["truncation"])
+    from .multilabel import _check_run
+
+    moves = options["moves_per_cut"]
+    _check_run(options["max_cycles"], options["tol"], options["callback"],
+               1 if moves is None else moves)  # fmt: skip
+
+
+def _check_truncation(truncation: Any) -> None:
+    if isinstance(truncation, bool) or not isinstance(truncation, (int, np.integer)):
+        raise TypeError(f"truncation must be an integer, got {truncation!r}")
+    if truncation < 1:
+        raise ValueError(f"truncation must be >= 1, got {truncation}")
 
 
 def _check_census_radius(census_radius: Any, backend: str) -> int:
@@ -916,10 +950,7 @@ def solve_disparity(
     xp = _xp(backend)
     if not (hasattr(cost, "shape") and hasattr(weights, "shape")):
         raise TypeError("cost and weights must be arrays")
-    if isinstance(truncation, bool) or not isinstance(truncation, (int, np.integer)):
-        raise TypeError(f"truncation must be an integer, got {truncation!r}")
-    if truncation < 1:
-        raise ValueError(f"truncation must be >= 1, got {truncation}")
+    _check_truncation(truncation)
     if moves_per_cut is None:
         moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
     from .multilabel import _check_run
