@@ -126,6 +126,20 @@ def test_float_capacities_need_scale():
     assert maximum_flow(g, 0, 2, backend="cpu").value == 5
 
 
+def test_a_bool_sparse_graph_names_no_missing_parameter():
+    """maximum_flow of a bool sparse matrix said "(or float with scale=)", a
+    parameter maximum_flow does not have; the hint now names the function that
+    has it."""
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(np.array([[0, 1], [0, 0]], bool))
+    with pytest.raises(TypeError, match=r"got bool\. Convert graph with "
+                       r"flow_graph_from_sparse\(graph, scale="):  # fmt: skip
+        maximum_flow(m, 0, 1, backend="cpu")
+    with pytest.raises(TypeError, match=r"got bool\. Pass scale="):
+        flow_graph([0], [1], np.array([True]))
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="capacities must be non-negative"):
         flow_graph([0], [1], [-1])

@@ -411,6 +411,21 @@ def test_grid_graph_border_arcs_ignored(rng):
             src, snk, e, backend="cpu").flow
 
 
+@pytest.mark.parametrize("value", [-0.4, -0.5, -1e-9])
+@pytest.mark.parametrize("where", ["source", "sink", "edges"])
+def test_small_negative_float_capacities_are_refused(value, where):
+    """-0.4 with scale=1 rounded to -0.0, passed the sign check and was used as 0
+    (flow_graph refused it: the sign is now checked before rounding here too)."""
+    arrays = {"source": np.zeros((1, 2)), "sink": np.zeros((1, 2)),
+              "edges": np.zeros((4, 1, 2))}  # fmt: skip
+    arrays[where][(0,) * arrays[where].ndim] = value
+    with pytest.raises(ValueError, match=f"{where} must be non-negative, got {value}"):
+        grid_graph(arrays["source"], arrays["sink"], arrays["edges"], scale=1)
+    with pytest.raises(ValueError, match=f"{where} must be non-negative"):
+        maxflow_grid(arrays["source"], arrays["sink"], arrays["edges"], scale=1,
+                     backend="cpu")  # fmt: skip
+
+
 def test_grid_graph_scale():
     src = np.array([[0.26, 1.0]])
     snk = np.array([[0.0, 0.05]])

@@ -203,8 +203,9 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
 
     Integer dtypes are accepted when every value lies in ``[0, 2**31 - 1]``; floating
     dtypes only with an explicit ``scale`` (values are multiplied by it and rounded to
-    the nearest integer). Anything else is a TypeError; negative, NaN, infinite or too
-    large values are a ValueError naming the first offender.
+    the nearest integer; integers are too, where a scale is given). The sign is
+    checked before rounding. Anything else is a TypeError; negative, NaN, infinite or
+    too large values are a ValueError naming the first offender.
     """
     a = regular_array(a, name)
     if not (is_cupy_array(a) or isinstance(a, np.ndarray)):
@@ -225,6 +226,11 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
                 "to an integer dtype"
             )
         check_finite(a, name)
+        if a.size and bool((a < 0).any()):  # before rounding: -0.4 is not 0
+            bad = first_index(a < 0)
+            raise ValueError(
+                f"{name} must be non-negative, got {a[bad].item()!r} at index {bad}"
+            )
         a = _scaled(a, scale, name, xp)
     elif kind in "iu":
         if scale is not None and scale != 1:

@@ -289,8 +289,8 @@ def _as_capacities(
                 cap = cap * mult
     else:
         raise TypeError(
-            f"{name} must have an integer dtype (or float with scale=), got {arr.dtype}"
-            f"{object_note(arr, given)}"
+            f"{name} must have an integer or floating dtype, got {arr.dtype}"
+            f"{object_note(arr, given)}. {float_hint}"
         )
     total = exact_sum(cap)
     if total > _MAX_TOTAL:

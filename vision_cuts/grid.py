@@ -260,7 +260,9 @@ def grid_graph(
         (but checked: they must be valid capacities too).
     scale : float, optional
         Quantise floating-point capacities to ``round(value * scale)``; without it,
-        floating inputs are a TypeError.
+        floating inputs are a TypeError. Integer capacities are multiplied by it too
+        (and rounded the same way where it is not a whole number), as in
+        :func:`grid_energy`. A negative value is an error before any rounding.
 
     Returns
     -------

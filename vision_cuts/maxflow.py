@@ -60,7 +60,8 @@ def maxflow_grid(
         planes in 2-D or 18 / 26 in 3-D add the diagonal neighbours
         (:mod:`vision_cuts.grid`), on either backend.
     scale : float, optional
-        Quantise floating capacities to ``round(value * scale)`` (arrays only).
+        Quantise floating capacities to ``round(value * scale)`` (arrays only);
+        integer ones are multiplied by it too (see :func:`grid_graph`).
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;
         ``"auto"`` uses the GPU for CuPy inputs or when a device is present, else the
