@@ -767,3 +767,26 @@ def test_cli_many_file_values_start_no_cluster(argv, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="error: .*must be"):
         _cli([*args, "-o", str(tmp_path / "out"), "--workers", "2"])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rerun_with_every_output_there_starts_nothing(tmp_path, monkeypatch, capsys):
+    """A rerun whose outputs all exist, without a client (or with --workers), failed
+    with Dask's "No clients found"; it skips them all and starts no cluster."""
+    import cv2
+
+    folder, out = tmp_path / "in", tmp_path / "out"
+    folder.mkdir()
+    out.mkdir()
+    for k in range(3):
+        cv2.imwrite(str(folder / f"im{k}.png"), _picture(k))
+        cv2.imwrite(str(out / f"im{k}.png"), np.zeros((4, 4), np.uint8))
+
+    def no_cluster(*a, **k):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(vd, "local_client", no_cluster)
+    summary = vd.segment_many(folder, out, progress=False, backend="cpu")
+    assert sorted(summary.skipped) == ["im0", "im1", "im2"] and not summary.written
+    rc = _cli(["segment", str(folder), "-o", str(out), "--workers", "2",
+               "--backend", "cpu"])  # fmt: skip
+    assert rc == 0 and "0 written, 3 skipped" in capsys.readouterr().out

@@ -391,7 +391,9 @@ def _run(
         finished = 0
         pending: dict = {}
         queue = iter(todo)
-        done = dist.as_completed()
+        # (nothing to do: no cluster was started, and as_completed() would look for
+        # a default client)
+        done = dist.as_completed() if todo else []
         probe = 4 * max(1, nworkers)  # single-item tasks timed before batching
         item_seconds: list = []
         size = items_per_task or 1  # items a task
