@@ -131,9 +131,9 @@ def _first_picture(image: str) -> tuple:
     any window opens."""
     import skimage.data
 
-    from vision_cuts.cli import SAMPLES
+    from vision_cuts.cli import SAMPLES, is_sample
 
-    if image.startswith("sample:") or image in SAMPLES:
+    if is_sample(image):
         name = image.split(":", 1)[-1]
         if name not in SAMPLES:
             raise SystemExit(f"error: unknown sample {name!r}; choose from {SAMPLES}")

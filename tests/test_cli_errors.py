@@ -295,7 +295,11 @@ def test_scribble_masks_of_any_depth_and_alpha(tmp_path, capsys):
     rgba[..., :3] = 255  # white everywhere, painted only where opaque
     rgba[forced, 3] = 255
     cv2.imwrite(str(tmp_path / "fga.png"), rgba)
-    for mask in ("fg16.png", "fga.png"):
+    # a signed or float mask scribbles its negative values too ("nonzero"); they
+    # were left out
+    cv2.imwrite(str(tmp_path / "fgneg.tif"), np.where(forced, -1.0, 0.0).astype(
+        np.float32))  # fmt: skip
+    for mask in ("fg16.png", "fga.png", "fgneg.tif"):
         rc, _, err = run(
             ["segment", tmp_path / "img.png", "--rect", "15,1,35,35", "--fg",
              tmp_path / mask, "-o", tmp_path / "m.png", "--backend", "cpu"],
@@ -746,3 +750,70 @@ def test_maxflow_into_a_closed_pipe_ends_quietly(tmp_path):
     assert first.strip() == b"1"
     assert "error" not in err and "Traceback" not in err, err
     assert "Exception ignored" not in err, err
+
+
+def test_a_file_named_like_a_sample_is_read_as_the_file(image, tmp_path, capsys,
+                                                        monkeypatch):  # fmt: skip
+    """``segment coffee`` ran on the built-in coffee even where ./coffee is a
+    picture file; the file wins, and ``sample:coffee`` still names the sample."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "coffee").write_bytes(image.read_bytes())
+    rc, out, err = run(["segment", "coffee", "--backend", "cpu"], capsys)
+    assert rc == 0, err
+    assert "segmented 32x24 image" in out
+    from vision_cuts.cli import is_sample
+
+    assert not is_sample("coffee") and is_sample("sample:coffee")
+    assert is_sample("chelsea")  # no file of that name here
+
+
+def test_a_name_too_long_is_refused_before_any_output(image, tmp_path, capsys):
+    """``-o m.png --overlay <260 bytes>`` replaced m.png, then failed with "File
+    name too long"; the name is checked before the work."""
+    mask = tmp_path / "m.png"
+    mask.write_bytes(b"old")
+    long = tmp_path / ("o" * 252 + ".png")
+    rc, _, err = run(["segment", image, "-o", mask, "--overlay", long,
+                      "--backend", "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "--overlay", "256 bytes long", "at most 255")
+    assert mask.read_bytes() == b"old"
+
+
+def test_one_kind_of_scribble_keeps_the_default_box(image, tmp_path, capsys):
+    """``--fg`` alone (or ``--bg`` alone) was "without rect, give both ..."; the
+    help's default box applies unless both kinds of scribble are given."""
+    fg = np.zeros((24, 32), np.uint8)
+    fg[10:14, 14:18] = 255
+    cv2.imwrite(str(tmp_path / "fg.png"), fg)
+    for option in ("--fg", "--bg"):
+        argv = ["segment", image, option, tmp_path / "fg.png", "-o", tmp_path / "m.png"]
+        rc, out, err = run([*argv, "--backend", "cpu"], capsys)
+        assert rc == 0, err
+        got = cv2.imread(str(tmp_path / "m.png"), 0)
+        assert not got[0].any() and not got[:, 0].any()  # outside the box
+        assert bool(got[12, 15]) == (option == "--fg")
+
+
+@pytest.mark.parametrize("ext", [".hdr", ".pfm"])
+def test_a_mask_is_not_written_as_floats(ext, image, tmp_path, capsys):
+    rc, _, err = run(["segment", image, "-o", tmp_path / f"m{ext}", "--backend",
+                      "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "-o/--output", "floating-point", "8-bit")
+
+
+def test_stereo_colormap_needs_a_picture(pair, tmp_path, capsys):
+    """``--colormap`` without ``-o`` was silently ignored."""
+    argv = ["stereo", *pair, "--max-disparity", "4", "--colormap", "--pfm",
+            tmp_path / "d.pfm"]  # fmt: skip
+    rc, _, err = run([*argv, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "--colormap", "-o")
+
+
+def test_summary_wording(image, dimacs, tmp_path, capsys):
+    """ "(1 cuts)"; and a missing DIMACS file named its path twice."""
+    rc, out, err = run(["segment", image, "--iterations", "1", "--backend", "cpu"],
+                       capsys)  # fmt: skip
+    assert rc == 0 and "(1 cut)" in out, err
+    rc, _, err = run(["maxflow", tmp_path / "none.max"], capsys)
+    assert_error(rc, err, "none.max", "No such file or directory")
+    assert err.count("none.max") == 1

@@ -246,3 +246,43 @@ def test_failed_video_run_keeps_the_old_output(tmp_path):
         main(["flow", str(one), "-o", str(out), "--backend", "cpu"])
     assert out.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.mp4", "one.avi"]
+
+
+def test_video_options_are_refused_for_a_pair(tmp_path, capsys):
+    """``--max-frames``, ``--fourcc`` and ``--no-warm-start`` were silently ignored
+    for an image pair; ``--fourcc MJPGX`` was cut to MJPG."""
+    frames = _frames(2)
+    paths = []
+    for k, f in enumerate(frames):
+        paths.append(str(tmp_path / f"f{k}.png"))
+        cv2.imwrite(paths[-1], f)
+    for extra, words in (
+        (["--max-frames", "3"], "--max-frames"),
+        (["--fourcc", "MJPG"], "--fourcc"),
+        (["--no-warm-start"], "--no-warm-start"),
+    ):
+        with pytest.raises(SystemExit, match=f"error: {words}.*for a video"):
+            main(["flow", *paths, *extra, "--backend", "cpu"])
+    video = tmp_path / "v.mp4"
+    _write_video(video, _frames(3))
+    with pytest.raises(SystemExit, match="four-character codec code, got 'MJPGX'"):
+        main(["flow", str(video), "-o", str(tmp_path / "o.mp4"), "--fourcc", "MJPGX",
+              "--backend", "cpu"])  # fmt: skip
+    assert not (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [(["--max-frames", "2"], "--max-frames"), (["--fourcc", "MJPG"], "--fourcc"),
+     (["--max-magnitude", "-1"], "--max-magnitude")],
+)  # fmt: skip
+def test_many_file_flow_refuses_what_it_ignored(extra, option, tmp_path):
+    """In many-file mode ``--max-frames 2`` still wrote every pair, and
+    ``--fourcc`` and ``--max-magnitude`` were ignored."""
+    pytest.importorskip("distributed")
+    video = tmp_path / "v.mp4"
+    _write_video(video, _frames(3))
+    with pytest.raises(SystemExit, match=f"many-file mode takes no {option}"):
+        main(["flow", str(video), "-o", str(tmp_path / "out"), "--workers", "1",
+              *extra, "--backend", "cpu"])  # fmt: skip
+    assert not (tmp_path / "out").exists()

@@ -665,7 +665,10 @@ def test_cli_many_file_frames_one_by_one_and_failed_runs(tmp_path, capsys):
         (tmp_path / f"bad{k}.png").write_bytes(b"not a picture")
     rc = _cli(["segment", str(tmp_path / "bad*.png"), "-o", str(tmp_path / "none"),
                "--workers", "1", "--backend", "cpu"])  # fmt: skip
-    assert rc == 1 and "0 written" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert rc == 1 and "0 written" in out
+    # the folder is not claimed on the summary's line (it was, after the failures)
+    assert "no output folder made" in out.splitlines()[0] and "outputs in" not in out
     assert not (tmp_path / "none").exists()
     # a bad option value fails every item too: it is refused before any worker
     with pytest.raises(SystemExit, match="error: smoothness must be"):

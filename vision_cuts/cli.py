@@ -24,10 +24,16 @@ SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat")
 _COMMAND_MODULES: tuple[str, ...] = ("cli_gui", "cli_maxflow", "cli_optical_flow")
 
 
+def is_sample(spec: str, samples: tuple = SAMPLES) -> bool:
+    """Whether ``spec`` names a built-in picture: ``sample:NAME``, or a bare NAME
+    that is not an existing file (a file of that name is read as a file)."""
+    return spec.startswith("sample:") or (spec in samples and not os.path.exists(spec))
+
+
 def _load_image(spec: str) -> np.ndarray:
-    """An image file, or a built-in scikit-image picture named ``sample:NAME``: RGB,
-    (H, W, 3) uint8 either way."""
-    if spec.startswith("sample:") or spec in SAMPLES:
+    """An image file, or a built-in scikit-image picture named ``sample:NAME`` (or
+    ``NAME`` where no file has that name): RGB, (H, W, 3) uint8 either way."""
+    if is_sample(spec):
         import skimage.data
 
         name = spec.split(":", 1)[-1]
@@ -116,6 +122,8 @@ _EXT_16BIT = (".png", ".tif", ".tiff", ".pgm", ".pnm")
 _EXT_GREY = (".pgm", ".pbm")
 #: formats whose OpenCV writers change pixel values (a mask would not read back)
 _EXT_LOSSY = (".jpg", ".jpeg", ".jpe", ".jp2", ".avif", ".gif")
+#: formats of floating-point pixels (OpenCV scales an 8-bit picture into them)
+_EXT_FLOAT = (".hdr", ".pic", ".pfm", ".exr")
 #: formats OpenCV writes in colour only: a grey picture goes in as three equal
 #: channels (a grey Sun raster is written all black, a grey GIF not at all)
 _EXT_COLOUR_ONLY = (".ppm", ".ras", ".sr", ".gif")
@@ -159,6 +167,12 @@ def output_problem(path: str, kind: str = "file") -> str | None:
     None. The GUI's pictures are checked with it too."""
     if os.path.isdir(path) or path.endswith(("/", os.sep)):
         return "it is a directory; give a file name"
+    name_bytes = len(os.fsencode(os.path.basename(path)))
+    if name_bytes > _NAME_MAX:  # checked before the work: no other output replaced
+        return (
+            f"the file name is {name_bytes} bytes long; file systems take at most "
+            f"{_NAME_MAX}"
+        )
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
         why = "does not exist" if not os.path.exists(parent) else "is not a directory"
@@ -197,6 +211,11 @@ def output_problem(path: str, kind: str = "file") -> str | None:
         return (
             "a '.pbm' image holds one bit a pixel and this picture has 256 grey "
             "levels; use .png, .pgm or .tif"
+        )
+    if kind == "mask" and ext.lower() in _EXT_FLOAT:
+        return (
+            f"a {ext!r} image stores floating-point values and a mask is 8-bit "
+            "(255 = object); use .png, .tif, .bmp or .pgm"
         )
     if kind == "mask" and ext.lower() in _EXT_LOSSY:
         return (
@@ -359,9 +378,9 @@ def _load_mask(path: str | None, shape: tuple, what: str):
             f"error: the {what} mask {path!r} is {m.shape[1]}x{m.shape[0]}, the image "
             f"{shape[1]}x{shape[0]}"
         )
-    if m.ndim == 2:
-        return m > 0
-    painted = (m[..., :3] > 0).any(axis=-1)
+    if m.ndim == 2:  # nonzero: negative values of a signed or float mask too
+        return m != 0
+    painted = (m[..., :3] != 0).any(axis=-1)
     if m.shape[2] == 4:  # transparent pixels are not painted
         painted &= m[..., 3] > 0
     return painted
@@ -439,7 +458,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     fg = _load_mask(args.fg, (h, w), "foreground")
     bg = _load_mask(args.bg, (h, w), "background")
     rect = args.rect
-    if rect is None and fg is None and bg is None:
+    if rect is None and (fg is None or bg is None):  # the two scribbles need none
         from .segmentation import default_box
 
         rect = default_box(w, h)
@@ -467,8 +486,9 @@ def _cmd_segment(args: argparse.Namespace) -> int:
         _write_rgb(args.output, mask.astype(np.uint8) * 255, "-o/--output")
     if args.overlay:
         _write_rgb(args.overlay, overlay(image, mask, rect, fg, bg), "--overlay")
+    cuts = f"{res.iterations} cut" + ("s" if res.iterations != 1 else "")
     print(
-        f"segmented {w}x{h} image in {dt * 1e3:.0f} ms ({res.iterations} cuts): "
+        f"segmented {w}x{h} image in {dt * 1e3:.0f} ms ({cuts}): "
         f"{int(mask.sum())} object pixels ({100.0 * mask.mean():.1f}%)"
         + (f"; mask -> {args.output}" if args.output else "")
         + (f"; overlay -> {args.overlay}" if args.overlay else "")
@@ -520,6 +540,8 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
     if cli_many.wanted(args):
         return cli_many.stereo(args)
 
+    if args.colormap and not args.output:
+        raise SystemExit("error: --colormap colours the -o picture; give -o FILE")
     _check_output(args.output, "-o/--output", "colour" if args.colormap else "image")
     _check_output(args.png16, "--png16", "image16")
     if args.png16 and args.max_disparity * 256 > 65535:
@@ -533,7 +555,7 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
         [(args.output, "-o/--output"), (args.png16, "--png16"), (args.pfm, "--pfm")],
         [args.left, args.right],
     )
-    if args.left in ("motorcycle", "sample:motorcycle"):
+    if args.left == "sample:motorcycle" or is_sample(args.left, ("motorcycle",)):
         if args.right is not None:
             raise SystemExit(
                 "error: the built-in pair 'motorcycle' takes no RIGHT image"
@@ -606,7 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--rect",
         type=_parse_rect,
         default=None,
-        help="x,y,w,h box around the object (default: central box)",
+        help="x,y,w,h box around the object (default: a central box, unless both "
+        "--fg and --bg are given: then no box)",
     )
     s.add_argument("-o", "--output", help="write the mask (PNG, 255 = object)")
     s.add_argument("--overlay", help="write an overlay picture (PNG)")

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The batch-mode options of a sub-command."""
+def add_options(parser: argparse.ArgumentParser, videos: bool = False) -> None:
+    """The batch-mode options of a sub-command (``videos``: it takes videos too)."""
+    inputs = "folders, glob patterns or videos" if videos else "folders or globs"
     g = parser.add_argument_group(
         "many files (Dask)",
-        "with --workers or --scheduler the inputs are folders, glob patterns or a "
-        "video, and -o is the output folder; existing outputs are skipped",
+        f"with --workers or --scheduler the inputs are {inputs} (of pictures), and "
+        "-o is the output folder; existing outputs are skipped",
     )
     g.add_argument(
         "--workers",
@@ -62,7 +63,9 @@ def _client(args: argparse.Namespace) -> Any:
 
 
 def _finish(summary: Any, out: str) -> int:
-    print(f"{summary}; outputs in {out}")
+    first, *failures = str(summary).split("\n")
+    where = f"; outputs in {out}" if os.path.isdir(out) else "; no output folder made"
+    print("\n".join([first + where, *failures]))
     return 1 if summary.failed else 0
 
 
@@ -190,9 +193,20 @@ def flow(args: argparse.Namespace) -> int:
     from .distributed import _expand, _is_video, flow_many
 
     _refuse(
-        args, ("--flo", "--color"),
+        args, ("--flo", "--color", "--max-magnitude"),
         "each frame pair gets <sequence>_<i>.flo in the output folder",
     )  # fmt: skip
+    if args.max_frames is not None:
+        raise SystemExit(
+            "error: many-file mode takes no --max-frames (every frame pair of each "
+            "sequence is written)"
+        )
+    from .cli_optical_flow import _FOURCC
+
+    if args.fourcc != _FOURCC:
+        raise SystemExit(
+            "error: many-file mode takes no --fourcc (it writes .flo files, no video)"
+        )
     if args.view != "arrows" or args.arrow_scale != 1.0:
         raise SystemExit(
             "error: many-file mode takes no --view or --arrow-scale (it writes .flo "

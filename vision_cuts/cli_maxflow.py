@@ -50,7 +50,9 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
     try:
         graph, source, sink = read_dimacs(args.file)
     except OSError as exc:
-        raise SystemExit(f"error: cannot read {args.file!r}: {exc}") from None
+        raise SystemExit(
+            f"error: cannot read {args.file!r}: {exc.strerror or exc}"
+        ) from None
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     except MemoryError:

@@ -33,6 +33,10 @@ _VIEWS = ("arrows", "color", "both")
 _MAX_FEATURES = 2**31 - 1  # optical_flow's bound on max_features
 
 
+#: the default codec of a flow video
+_FOURCC = "mp4v"
+
+
 def add_parser(subparsers) -> None:
     """Register the ``flow`` sub-command."""
     f = subparsers.add_parser(
@@ -86,7 +90,7 @@ def add_parser(subparsers) -> None:
         help="video mode: stop after this many frame pairs",
     )
     f.add_argument(
-        "--fourcc", default="mp4v", help="video mode: output codec (default mp4v)"
+        "--fourcc", default=_FOURCC, help="video mode: output codec (default mp4v)"
     )
     f.add_argument(
         "--no-warm-start",
@@ -97,7 +101,7 @@ def add_parser(subparsers) -> None:
     f.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
     from . import cli_many
 
-    cli_many.add_options(f)
+    cli_many.add_options(f, videos=True)
     f.set_defaults(func=_cmd_flow)
 
 
@@ -179,6 +183,17 @@ def _cmd_flow(args: argparse.Namespace) -> int:
     pair = len(args.inputs) == 2
     if not pair and (args.color is not None or args.flo is not None):
         raise SystemExit("error: --color and --flo are for an image pair")
+    video_only = [o for o, given in (
+        ("--max-frames", args.max_frames is not None),
+        ("--fourcc", args.fourcc != _FOURCC),
+        ("--no-warm-start", args.no_warm_start),
+    ) if given]  # fmt: skip
+    if pair and video_only:
+        raise SystemExit(f"error: {', '.join(video_only)}: for a video, not a pair")
+    if len(args.fourcc) != 4:
+        raise SystemExit(
+            f"error: --fourcc is a four-character codec code, got {args.fourcc!r}"
+        )
     _check_output(args.output, "-o/--output", "colour" if pair else "video")
     _check_output(args.color, "--color", "colour")
     _check_output(args.flo, "--flo", "flo")
@@ -249,7 +264,7 @@ def _open_writer(args: argparse.Namespace, fps: float, size: tuple, path: str):
     cannot write ...`` naming ``-o``'s file and the codec."""
     import cv2
 
-    fourcc = args.fourcc[:4].ljust(4)
+    fourcc = args.fourcc
     try:
         with _quiet_stderr():
             writer = cv2.VideoWriter(
