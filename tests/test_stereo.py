@@ -1235,8 +1235,10 @@ def test_stereo_energy_by_hand():
     # |0-2| = 2, column 1 |1-0| = 1 (the last row and column have no pair beyond)
     assert stereo_energy(_COST, _W, _D, smoothness="linear") == 18 + 6
     assert stereo_energy(_COST, _W, _D, smoothness="potts") == 18 + 4
-    assert stereo_energy(_COST, _W, _D, smoothness="truncated_linear",
-                         truncation=1) == 18 + 4
+    assert (
+        stereo_energy(_COST, _W, _D, smoothness="truncated_linear", truncation=1)
+        == 18 + 4
+    )
 
 
 @pytest.mark.parametrize(
@@ -1251,12 +1253,24 @@ def test_stereo_energy_by_hand():
         ((_COST * 1.0, _W, _D), {}, TypeError, r"cost has floating dtype"),
         ((np.ma.masked_array(_COST), _W, _D), {}, TypeError, r"cost must be a plain"),
         ((_COST, _W, _D), {"smoothness": "cubic"}, ValueError, r"smoothness must be"),
-        ((_COST, _W, _D), {"smoothness": "truncated_linear", "truncation": 0},
-         ValueError, r"truncation must be an integer >= 1"),
-        ((_COST, _W.astype(np.int64) * 2**60, _D), {}, ValueError,
-         r"too large for an exact int64"),
-        ((_COST.astype(np.uint64) + np.uint64(2**63), _W, _D), {}, ValueError,
-         r"cost must lie strictly between .* got 9223372036854775808"),
+        (
+            (_COST, _W, _D),
+            {"smoothness": "truncated_linear", "truncation": 0},
+            ValueError,
+            r"truncation must be an integer >= 1",
+        ),
+        (
+            (_COST, _W.astype(np.int64) * 2**60, _D),
+            {},
+            ValueError,
+            r"too large for an exact int64",
+        ),
+        (
+            (_COST.astype(np.uint64) + np.uint64(2**63), _W, _D),
+            {},
+            ValueError,
+            r"cost must lie strictly between .* got 9223372036854775808",
+        ),
     ],
 )
 def test_stereo_energy_checks(args, kw, exc, match):
@@ -1272,10 +1286,12 @@ def test_stereo_weights_values_and_checks():
     assert w[0, :, 1].tolist() == [2.0] * 3  # across the edge: the weak weight
     assert w[0, :, 0].tolist() == [6.0] * 3 and w[1, :2].min() == 6.0
     assert (w[0, :, -1] == 0).all() and (w[1, -1] == 0).all()
-    for kw, match in [({"smoothness": -1.0}, "smoothness must be a finite number"),
-                      ({"threshold": float("nan")}, "threshold must be a finite"),
-                      ({"ratio": 0.5}, "ratio must be a finite number >= 1"),
-                      ({"smoothness": "2"}, "smoothness must be a number")]:
+    for kw, match in [
+        ({"smoothness": -1.0}, "smoothness must be a finite number"),
+        ({"threshold": float("nan")}, "threshold must be a finite"),
+        ({"ratio": 0.5}, "ratio must be a finite number >= 1"),
+        ({"smoothness": "2"}, "smoothness must be a number"),
+    ]:
         with pytest.raises((ValueError, TypeError), match=match):
             stereo_weights(img, **kw)
     bad = img.astype(np.float32)
@@ -1390,3 +1406,32 @@ def test_stereo_energy_of_float_costs_names_no_missing_parameter():
     with pytest.raises(TypeError, match=r"quantise it first") as info:
         stereo_energy(np.zeros((3, 4, 5)), np.zeros((2, 4, 5), int), labels)
     assert "Pass scale" not in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_every_dtype_of_a_picture_is_read_on_one_scale(rng, backend):
+    """A [0, 1] float pair was read as grey levels 0..1 (the differences' truncation
+    and the weights' threshold are in levels of 0..255): another energy than the same
+    pair as uint8, as a uint16 pair or a bool pair was. Each now gives the uint8
+    pair's costs, weights and disparities."""
+    if backend == "gpu":
+        _cupy()
+    left, right = _textured_pair(rng, channels=3)
+    ref_cost = stereo_cost_volume(left, right, 9, backend=backend)
+    ref = stereo_disparity(left, right, max_disparity=9, backend=backend)
+    for name, (lf, rf) in {
+        "float in [0, 1]": (left / 255.0, right / 255.0),
+        "float32 in [0, 1]": ((left / 255.0).astype(np.float32),
+                              (right / 255.0).astype(np.float32)),
+        "float grey levels": (left.astype(float), right.astype(float)),
+        "uint16": (left.astype(np.uint16) * 257, right.astype(np.uint16) * 257),
+    }.items():  # fmt: skip
+        cost = stereo_cost_volume(lf, rf, 9, backend=backend)
+        np.testing.assert_allclose(cost, ref_cost, atol=1e-4, err_msg=name)
+        got = stereo_disparity(lf, rf, max_disparity=9, backend=backend)
+        assert (got == ref).mean() > 0.999, name
+    binary = (left > 127, right > 127)
+    as_bool = stereo_disparity(*binary, max_disparity=9, backend=backend)
+    as_levels = stereo_disparity(*(b.astype(np.uint8) * 255 for b in binary),
+                                 max_disparity=9, backend=backend)  # fmt: skip
+    np.testing.assert_array_equal(as_bool, as_levels)

@@ -152,11 +152,32 @@ def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
         )
     if xp is None:
         return left, right
-    left = _finite_float32(left, "left", xp)
-    right = _finite_float32(right, "right", xp)
+    lf = _finite_float32(left, "left", xp)
+    rf = _finite_float32(right, "right", xp)
+    lf, rf = _grey_levels((left, right), (lf, rf), xp)
+    left, right = lf, rf
     if left.ndim == 2:
         left, right = left[..., None], right[..., None]
     return left[..., :3], right[..., :3]
+
+
+def _grey_levels(given: tuple, images: tuple, xp: Any) -> tuple:
+    """The float32 ``images`` on the 0..255 scale of the matching parameters (the
+    truncation of the differences, the weights' threshold), from the dtypes
+    ``given``: uint16 scaled by 255 / 65535, bool as 0 / 255, other integers as
+    grey levels; float images scaled by 255 where every one of the pair lies in
+    [0, 1], else taken as grey levels (:func:`vision_cuts.optical_flow`'s rule)."""
+    floats = [img for g, img in zip(given, images, strict=True) if g.dtype.kind == "f"]
+    unit = bool(floats) and all(
+        float(img.min()) >= 0 and float(img.max()) <= 1 for img in floats if img.size
+    )
+    out = []
+    for g, img in zip(given, images, strict=True):
+        factor = {"b": 255.0, "f": 255.0 if unit else 1.0}.get(g.dtype.kind, 1.0)
+        if g.dtype == np.uint16:
+            factor = 255.0 / 65535.0
+        out.append(img * xp.float32(factor) if factor != 1.0 else img)
+    return tuple(out)
 
 
 def _finite_float32(img: Any, name: str, xp: Any) -> Any:
@@ -1048,7 +1069,11 @@ def stereo_disparity(
     Parameters
     ----------
     left, right : ndarray, shape (M, N) or (M, N, C)
-        Rectified pair; left pixel ``(x, y)`` matches right ``(x - d, y)``.
+        Rectified pair; left pixel ``(x, y)`` matches right ``(x - d, y)``. Read on
+        the 0..255 scale of the matching parameters: uint8 and other integers as
+        grey levels, uint16 scaled by 255 / 65535, bool as 0 / 255, floats scaled by
+        255 where both images lie in [0, 1] (else grey levels), as
+        :func:`optical_flow` reads frames.
     max_disparity : int
         Largest disparity searched, ``0 < max_disparity < N``; labels ``0 ..
         max_disparity``.
@@ -1106,7 +1131,11 @@ def stereo_disparity(
         Images of different shapes / channels or with a value that is not finite,
         ``max_disparity`` outside ``(0, N)``, unknown ``method`` or ``smoothness``,
         ``lam < 0``, ``cost_scale <= 0``, ``window`` or ``max_cycles`` below 1,
-        ``tol < 0``, or quantised costs or weights beyond int32.
+        ``tol < 0``, or quantised costs or weights beyond int32; for the Ishikawa
+        methods also a graph whose total capacity would pass int32 (the sum over
+        the pixels of their first disparity's cost above their cheapest must stay
+        below 2**30: some 10-25 megapixels at the default ``cost_scale``; lower
+        ``cost_scale``, or use ``"expansion"``).
     TypeError
         Images that are not of real numbers (complex, object) or masked; a scalar
         parameter of the wrong type.
