@@ -412,19 +412,26 @@ def test_decreasing_index_pointer_is_refused(perm_type):
     rows, nnz = 101, 50
     ptr = np.array([0] + [nnz if i % 2 == 0 else 0 for i in range(rows - 1)] + [nnz])
     graph = sp.csr_array((np.ones(nnz), np.arange(nnz) % 4, ptr), shape=(rows, 4))
-    with pytest.raises(ValueError, match=r"must be non-decreasing, got 50 then 0 at "
-                       r"positions 1 and 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"must be non-decreasing, got 50 then 0 at "
+        r"positions 1 and 2",
+    ):
         maximum_bipartite_matching(graph, perm_type, backend="cpu")
 
 
-@pytest.mark.parametrize("convert", [lambda a: sp.bsr_array(a, blocksize=(2, 2)),
-                                     lambda a: sp.dia_array(a)])
+@pytest.mark.parametrize(
+    "convert", [lambda a: sp.bsr_array(a, blocksize=(2, 2)), lambda a: sp.dia_array(a)]
+)
 def test_bsr_and_dia_are_refused(convert):
     """BSR stores the zeros that pad its blocks, DIA loses explicit zeros: neither
     format's stored entries are the graph's edges."""
     graph = convert(np.eye(4)[[0, 2, 3, 1]])
-    with pytest.raises(TypeError, match=r"CSR, CSC, COO, LIL or DOK format, got "
-                       r"(BSR|DIA)"):
+    with pytest.raises(
+        TypeError,
+        match=r"CSR, CSC, COO, LIL or DOK format, got "
+        r"(BSR|DIA)",
+    ):
         maximum_bipartite_matching(graph, backend="cpu")
 
 
@@ -449,3 +456,35 @@ def test_coo_indices_out_of_range_are_refused(backend, field, value):
     getattr(g, field)[0] = value
     with pytest.raises(ValueError, match=f"COO {field} index {value} at entry 0"):
         maximum_bipartite_matching(g, backend=backend)
+
+
+@pytest.mark.parametrize("fmt", ["coo", "lil", "dok"])
+@pytest.mark.parametrize("shape", [(4000, 7), (7, 4000), (50, 50)])
+def test_conversions_take_the_shorter_pointer_array(fmt, shape, backend):
+    """A COO (LIL, DOK) matrix was always converted to CSR: a (2**31 - 2) x 1 one
+    asked for 16 GB of row pointers and the process was killed. The conversion
+    now takes the orientation of the shorter pointer array; the matching is the
+    same size as SciPy's, in either ``perm_type``."""
+    from vision_cuts.matching import _adjacency
+
+    g = sp.random(*shape, density=0.01, format="coo", random_state=11)
+    host = g.asformat(fmt)
+    ptr, _, nl, _, rows_left = _adjacency(host)
+    assert ptr.shape[0] == min(shape) + 1 and rows_left == (shape[0] <= shape[1])
+    if backend == "gpu":
+        import cupyx.scipy.sparse as csp
+
+        if fmt != "coo":
+            pytest.skip("CuPy has no LIL or DOK matrices")
+        g_in = csp.coo_matrix(g)
+    else:
+        g_in = host
+    want = int((scipy_mbm(g.tocsr(), perm_type="column") >= 0).sum())
+    for perm_type in ("row", "column"):
+        perm = maximum_bipartite_matching(g_in, perm_type=perm_type, backend=backend)
+        perm = perm.get() if hasattr(perm, "get") else perm
+        assert int((perm >= 0).sum()) == want
+        dense = g.toarray() != 0
+        for i, j in enumerate(perm):
+            if j >= 0:
+                assert dense[i, j] if perm_type == "column" else dense[j, i]

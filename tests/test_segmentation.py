@@ -766,6 +766,13 @@ def test_grabcut_float_images_on_another_scale_are_refused():
         grabcut(img.astype(np.float64), rect=RECT, backend="cpu")
     with pytest.raises(ValueError, match=r"float image must lie in \[0, 1\]"):
         grabcut(img / 255.0 - 0.8, rect=RECT, backend="cpu")
+    # judged as given, not after float32 rounding: 1e300 was "must be finite", and
+    # 1.50000001 passed as 1.5
+    for top, words in ((1e300, r"1e\+300\]"), (1.50000001, "1.5")):
+        big = img / 255.0
+        big[0, 0, 0] = top
+        with pytest.raises(ValueError, match=rf"must lie in \[0, 1\].*{words}"):
+            grabcut(big, rect=RECT, backend="cpu")
     over = img / 255.0 * 1.1 - 0.05  # within the slack
     mask = grabcut(over, rect=RECT, backend="cpu").mask
     assert (mask.astype(bool) == _truth()).mean() > 0.99

@@ -19,7 +19,9 @@ def _is_cupy_sparse(graph: Any) -> bool:
 def _adjacency(graph: Any) -> tuple[Any, Any, int, int, bool]:
     """``(ptr, idx, nl, nr, rows_left)`` of a validated sparse matrix, in its own
     array module: CSR gives the rows' adjacency (left = rows), CSC the columns'
-    (left = columns); other formats are converted to CSR."""
+    (left = columns); other formats are converted to the one of the shorter pointer
+    array (CSR where rows are fewer, else CSC: a matrix of 2**31 - 2 rows and one
+    column needs 16 GB as CSR and 16 bytes as CSC)."""
     fmt = graph.format
     if fmt in ("bsr", "dia"):
         # their stored entries are not the edges: BSR stores the zeros that pad its
@@ -38,8 +40,8 @@ def _adjacency(graph: Any) -> tuple[Any, Any, int, int, bool]:
                     f"{int(ind[bad])} at entry {bad} lies outside [0, {size})"
                 )
     if fmt not in ("csr", "csc"):
-        graph = graph.tocsr()
-        fmt = "csr"
+        fmt = "csr" if n_rows <= n_cols else "csc"
+        graph = graph.tocsr() if fmt == "csr" else graph.tocsc()
     if fmt == "csr":
         return graph.indptr, graph.indices, n_rows, n_cols, True
     return graph.indptr, graph.indices, n_cols, n_rows, False
@@ -114,9 +116,10 @@ def maximum_bipartite_matching(
         ``graph`` is not a sparse matrix or array (a dense array is rejected, as by
         SciPy: wrap it in ``scipy.sparse.csr_array``), or is in BSR or DIA format.
     ValueError
-        ``graph`` is not 2-D, has more than ``2**31 - 1`` stored entries or rows or
-        columns, or has out-of-range index arrays; ``perm_type`` is not ``"row"`` or
-        ``"column"`` (SciPy silently treats any value but ``"column"`` as ``"row"``).
+        ``graph`` is not 2-D, has more than ``2**31 - 1`` stored entries, has
+        ``2**31 - 1`` or more rows or columns, or has out-of-range index arrays;
+        ``perm_type`` is not ``"row"`` or ``"column"`` (SciPy silently treats any
+        value but ``"column"`` as ``"row"``).
     BackendUnavailableError
         ``backend="gpu"`` without a usable device.
     DeviceMemoryError

@@ -1176,10 +1176,11 @@ def optical_flow(
         measured sequence (BENCHMARKS.md), at the cost of a whole pass. At most 64;
         the passes end early once one changes no match.
     displacement_weight : float
-        Cost added for a displacement (deviation) of a whole radius (at most 1e6).
+        Cost added for a displacement (deviation) of a whole radius (> 0, at most
+        1e6).
     max_cost : float, optional
         Cost of leaving a feature unmatched: pairs costing more are never chosen.
-        Default 0.35 for ORB, 0.3 for SIFT. A pair costs at most
+        Default 0.35 for FAST-BRIEF and ORB, 0.3 for SIFT. A pair costs at most
         ``1 + displacement_weight``, so with ``n`` features in ``frame0`` every value
         from ``(n + 1) * (1 + displacement_weight)`` up gives the same result (the
         most matches the radii allow, then the cheapest); the solvers are given that

@@ -181,11 +181,12 @@ def _as_image(image: Any, xp) -> Any:
             f"got {image.dtype}; convert it first (image.astype(np.uint8) for values "
             f"in 0..255)"
         )
-    img = (to_numpy(image) if xp is np else xp.asarray(image)).astype(xp.float32)
-    if kind == "f" and img.size:
-        if not bool(xp.isfinite(img).all()):
+    given = to_numpy(image) if xp is np else xp.asarray(image)
+    if kind == "f" and given.size:  # checked as given: float32 would round 1e300 to
+        # infinity and 1.50000001 to 1.5
+        if not bool(xp.isfinite(given).all()):
             raise ValueError("image must be finite (no NaN or infinity)")
-        lo, hi = float(img.min()), float(img.max())
+        lo, hi = float(given.min()), float(given.max())
         if not -_FLOAT_SLACK <= lo <= hi <= 1 + _FLOAT_SLACK:
             raise ValueError(
                 f"a float image must lie in [0, 1] (it is multiplied by 255), got "
@@ -196,7 +197,7 @@ def _as_image(image: Any, xp) -> Any:
                     else ""
                 )  # fmt: skip
             )
-    img = img * xp.float32(scale)
+    img = given.astype(xp.float32) * xp.float32(scale)
     if img.ndim == 2:
         img = xp.stack([img, img, img], axis=-1)
     return xp.ascontiguousarray(img)
