@@ -641,7 +641,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--bg", help="background scribbles: mask image as --fg, nonzero = background"
     )
-    s.add_argument("--iterations", type=int, default=5)
+    s.add_argument(
+        "--iterations", type=int, default=5, help="graph cuts at most (default 5)"
+    )
     s.add_argument(
         "--smoothness",
         type=float,
@@ -655,7 +657,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=8,
         help="neighbourhood of the smoothness term (default 8, GrabCut's; 4: faster)",
     )
-    s.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    s.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run (default auto: the GPU where one is usable, else the CPU; "
+        "VISION_CUTS_BACKEND overrides it)",
+    )
     cli_many.add_options(s)
     s.set_defaults(func=_cmd_segment)
 
@@ -670,7 +678,10 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="largest disparity searched (pixels)",
     )
-    st.add_argument("--method", choices=STEREO_METHODS, default="expansion")
+    st.add_argument(
+        "--method", choices=STEREO_METHODS, default="expansion",
+        help="default expansion",
+    )  # fmt: skip
     st.add_argument(
         "--label-step",
         type=int,
@@ -686,7 +697,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--png16", help="write disparity x 256 as a 16-bit PNG")
     st.add_argument("--pfm", help="write the float disparity as PFM")
-    st.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    st.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run (default auto: the GPU where one is usable, else the CPU; "
+        "VISION_CUTS_BACKEND overrides it)",
+    )
     cli_many.add_options(st)
     st.set_defaults(func=_cmd_stereo)
 

@@ -26,7 +26,13 @@ def add_parser(subparsers) -> None:
         default="segment",
         help="tab shown first",
     )
-    g.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    g.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run (default auto: the GPU where one is usable, else the CPU; "
+        "VISION_CUTS_BACKEND overrides it)",
+    )
     g.set_defaults(func=_cmd_gui)
 
 

@@ -113,7 +113,13 @@ def add_parser(subparsers) -> None:
         default="highest",
         help="active-node selection of the CPU solver",
     )
-    p.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run (default auto: the GPU where one is usable, else the CPU; "
+        "VISION_CUTS_BACKEND overrides it)",
+    )
     p.add_argument(
         "--flow",
         help="write the flow: DIMACS 's' and 'f u v x' lines, one for each arc of the "

@@ -74,8 +74,14 @@ def add_parser(subparsers) -> None:
         default=None,
         help="flow magnitude of full colour saturation (default: per frame maximum)",
     )
-    f.add_argument("--detector", choices=DETECTORS, default="fast-brief")
-    f.add_argument("--max-features", type=int, default=3000)
+    f.add_argument(
+        "--detector", choices=DETECTORS, default="fast-brief",
+        help="default fast-brief",
+    )  # fmt: skip
+    f.add_argument(
+        "--max-features", type=int, default=3000,
+        help="features a frame at most (default 3000)",
+    )  # fmt: skip
     f.add_argument(
         "--search-radius",
         type=float,
@@ -98,7 +104,13 @@ def add_parser(subparsers) -> None:
         help="video mode: solve every pair from scratch (default: start each pair "
         "from the previous pair's motion)",
     )
-    f.add_argument("--backend", choices=("auto", "cpu", "gpu"), default="auto")
+    f.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run (default auto: the GPU where one is usable, else the CPU; "
+        "VISION_CUTS_BACKEND overrides it)",
+    )
     from . import cli_many
 
     cli_many.add_options(f, videos=True)
