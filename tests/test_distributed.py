@@ -153,9 +153,18 @@ def test_workers_share_the_cores(client):
     """Each of the two CPU workers gets half the cores for its threads (the nannies
     set OMP_NUM_THREADS=1 otherwise)."""
     want = str(max(1, vd._cores() // 2))
-    keys = ("VISION_CUTS_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+    keys = ("VISION_CUTS_THREADS", "OMP_NUM_THREADS")
     seen = client.run(lambda: [os.environ.get(k) for k in keys])
-    assert list(seen.values()) == [[want] * 3, [want] * 3]
+    assert list(seen.values()) == [[want] * 2, [want] * 2]
+
+    def numba_threads():
+        import numba
+
+        vd._numba_threads()  # what each task does first
+        return numba.get_num_threads()
+
+    seen = client.run(numba_threads)
+    assert list(seen.values()) == [int(want)] * 2
 
 
 def test_stereo_many_equals_single_calls(client, tmp_path):
@@ -542,7 +551,8 @@ def test_workers_share_the_callers_threads(monkeypatch):
     assert vd._cores() == 8
     assert vd._thread_env(2)["VISION_CUTS_THREADS"] == "4"
     assert vd._thread_env(2)["OMP_NUM_THREADS"] == "4"
-    assert vd._thread_env(16)["NUMBA_NUM_THREADS"] == "1"
+    assert vd._thread_env(16)["VISION_CUTS_THREADS"] == "1"
+    assert "NUMBA_NUM_THREADS" not in vd._thread_env(2)  # see _numba_threads
     monkeypatch.setenv("VISION_CUTS_THREADS", "0")
     with pytest.raises(ValueError, match="VISION_CUTS_THREADS"):
         vd._thread_env(2)
@@ -793,3 +803,32 @@ def test_a_rerun_with_every_output_there_starts_nothing(tmp_path, monkeypatch, c
     rc = _cli(["segment", str(folder), "-o", str(out), "--workers", "2",
                "--backend", "cpu"])  # fmt: skip
     assert rc == 0 and "0 written, 3 skipped" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_parallel_numba_on_workers_with_a_cold_cache(tmp_path):
+    """With numba's cache empty (a fresh install), every batch of assignment_many
+    on two workers failed: "Cannot set NUMBA_NUM_THREADS to a different value once
+    the threads have been launched". Run in a process of its own, whose numba cache
+    is an empty folder."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from vision_cuts.distributed import assignment_many\n"
+        "if __name__ == '__main__':\n"
+        "    costs = np.random.default_rng(0).random((600, 12, 12))\n"
+        f"    s = assignment_many(costs, {str(tmp_path / 'out')!r}, workers=2,\n"
+        "                        progress=False, batch=200)\n"
+        "    print(repr(str(s)))\n"
+        "    assert not s.failed and len(s.written) == 3, str(s)\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("NUMBA_NUM_THREADS", None)
+    proc = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=280)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert len(list((tmp_path / "out").glob("*.npy"))) == 3

@@ -5,7 +5,12 @@ from __future__ import annotations
 from ._backend import describe_backend, gpu_available
 from .assignment import linear_sum_assignment, linear_sum_assignment_batched
 from .dimacs import read_dimacs, write_dimacs
-from .exceptions import BackendUnavailableError, NonSubmodularError, VisionCutsError
+from .exceptions import (
+    BackendUnavailableError,
+    DeviceMemoryError,
+    NonSubmodularError,
+    VisionCutsError,
+)
 from .graph import (
     FlowGraph,
     MaxFlow,
@@ -30,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "DeviceMemoryError",
     "FlowGraph",
     "FlowResult",
     "GrabCutResult",

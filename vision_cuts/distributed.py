@@ -215,9 +215,8 @@ def _thread_env(n: int, gpu: bool = False) -> dict:
     single-threaded); ``gpu``: also OpenCV's (``_GPU_WORKER_OPENCV_THREADS``)."""
     share = max(1, _cores() // n)
     threads = str(share)
-    env = {
+    env = {  # numba's parallel loops: from VISION_CUTS_THREADS, in _task
         "VISION_CUTS_THREADS": threads,
-        "NUMBA_NUM_THREADS": threads,
         "OMP_NUM_THREADS": threads,
     }
     if gpu:
@@ -275,6 +274,7 @@ def _task(fn: Callable, batch: list, params: dict, retries: int) -> tuple[list, 
     renamed (``fn`` returns one array per output path). Returns ``([(name, error or
     None), ...], seconds a computed item took on average)``: an item that fails does
     not stop the others."""
+    _numba_threads()
     report = []
     t0 = time.perf_counter()
     for name, payload, outs in batch:
@@ -294,6 +294,21 @@ def _task(fn: Callable, batch: list, params: dict, retries: int) -> tuple[list, 
                 break
         report.append((name, error))
     return report, (time.perf_counter() - t0) / max(1, len(batch))
+
+
+def _numba_threads() -> None:
+    """On a worker: numba's parallel loops (the batched assignment, the multi-label
+    moves) on the worker's share of the cores (``VISION_CUTS_THREADS``, which its
+    environment sets), through ``numba.set_num_threads``. (numba fixes its thread
+    count when it is imported, which in a worker may come before the environment is
+    applied; a ``NUMBA_NUM_THREADS`` set later disagreed with the threads launched,
+    and the first compile on a worker failed.)"""
+    share = os.environ.get("VISION_CUTS_THREADS")
+    if not share:
+        return
+    import numba
+
+    numba.set_num_threads(max(1, min(int(share), numba.config.NUMBA_NUM_THREADS)))
 
 
 #: the folder of out_dir where the outputs are written before they are renamed; what a
