@@ -832,3 +832,23 @@ def test_parallel_numba_on_workers_with_a_cold_cache(tmp_path):
                           capture_output=True, text=True, timeout=280)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert len(list((tmp_path / "out").glob("*.npy"))) == 3
+
+
+@pytest.mark.timeout(180)
+def test_many_file_mode_is_quiet_without_verbose(tmp_path):
+    """``--workers`` printed some 20-40 lines of Dask's INFO logging (scheduler
+    address, worker plugins, ...) on stderr without ``-v``."""
+    import subprocess
+    import sys
+
+    import cv2
+
+    for k in range(2):
+        cv2.imwrite(str(tmp_path / f"im{k}.png"), _picture(k))
+    argv = [sys.executable, "-m", "vision_cuts.cli", "segment",
+            str(tmp_path / "im*.png"), "-o", str(tmp_path / "out"), "--workers", "1",
+            "--backend", "cpu"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 written" in proc.stdout
+    assert proc.stderr.strip() == "", proc.stderr

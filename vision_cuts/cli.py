@@ -715,11 +715,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vision-cuts`` command."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(message)s",
-        handlers=[_LogHandler()],
-    )
+    level = logging.INFO if args.verbose else logging.WARNING
+    handler = _LogHandler()
+    # on the handler too: libraries that set their loggers' own levels (Dask's
+    # scheduler and nannies log at INFO) pass records up past the root's level
+    handler.setLevel(level)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler])
     from .exceptions import VisionCutsError
 
     try:
