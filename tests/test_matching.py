@@ -458,7 +458,11 @@ def test_coo_indices_out_of_range_are_refused(backend, field, value):
         maximum_bipartite_matching(g, backend=backend)
 
 
-@pytest.mark.parametrize("fmt", ["coo", "lil", "dok"])
+@pytest.mark.parametrize(
+    ("fmt", "backend"),
+    [("coo", "cpu"), ("lil", "cpu"), ("dok", "cpu"),
+     pytest.param("coo", "gpu", marks=pytest.mark.gpu)],  # (CuPy: no LIL, DOK)
+)  # fmt: skip
 @pytest.mark.parametrize("shape", [(4000, 7), (7, 4000), (50, 50)])
 def test_conversions_take_the_shorter_pointer_array(fmt, shape, backend):
     """A COO (LIL, DOK) matrix was always converted to CSR: a (2**31 - 2) x 1 one
@@ -472,10 +476,7 @@ def test_conversions_take_the_shorter_pointer_array(fmt, shape, backend):
     ptr, _, nl, _, rows_left = _adjacency(host)
     assert ptr.shape[0] == min(shape) + 1 and rows_left == (shape[0] <= shape[1])
     if backend == "gpu":
-        import cupyx.scipy.sparse as csp
-
-        if fmt != "coo":
-            pytest.skip("CuPy has no LIL or DOK matrices")
+        csp = pytest.importorskip("cupyx.scipy.sparse")
         g_in = csp.coo_matrix(g)
     else:
         g_in = host
