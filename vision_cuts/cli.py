@@ -609,6 +609,17 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--backend`` option every command shares."""
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="where to run (default auto: the GPU where one is usable, else the CPU; "
+        "VISION_CUTS_BACKEND overrides it)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``vision-cuts``."""
     from . import cli_many
@@ -657,13 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=8,
         help="neighbourhood of the smoothness term (default 8, GrabCut's; 4: faster)",
     )
-    s.add_argument(
-        "--backend",
-        choices=("auto", "cpu", "gpu"),
-        default="auto",
-        help="where to run (default auto: the GPU where one is usable, else the CPU; "
-        "VISION_CUTS_BACKEND overrides it)",
-    )
+    add_backend_option(s)
     cli_many.add_options(s)
     s.set_defaults(func=_cmd_segment)
 
@@ -697,13 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--png16", help="write disparity x 256 as a 16-bit PNG")
     st.add_argument("--pfm", help="write the float disparity as PFM")
-    st.add_argument(
-        "--backend",
-        choices=("auto", "cpu", "gpu"),
-        default="auto",
-        help="where to run (default auto: the GPU where one is usable, else the CPU; "
-        "VISION_CUTS_BACKEND overrides it)",
-    )
+    add_backend_option(st)
     cli_many.add_options(st)
     st.set_defaults(func=_cmd_stereo)
 

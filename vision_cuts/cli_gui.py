@@ -8,7 +8,7 @@ import importlib.util
 
 def add_parser(subparsers) -> None:
     """Register the ``gui`` sub-command (the same options as ``vision-cuts-gui``)."""
-    from .cli import SAMPLES
+    from .cli import SAMPLES, add_backend_option
 
     g = subparsers.add_parser(
         "gui",
@@ -26,13 +26,7 @@ def add_parser(subparsers) -> None:
         default="segment",
         help="tab shown first",
     )
-    g.add_argument(
-        "--backend",
-        choices=("auto", "cpu", "gpu"),
-        default="auto",
-        help="where to run (default auto: the GPU where one is usable, else the CPU; "
-        "VISION_CUTS_BACKEND overrides it)",
-    )
+    add_backend_option(g)
     g.set_defaults(func=_cmd_gui)
 
 

@@ -103,6 +103,8 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     """Register ``maxflow`` on the ``vision-cuts`` sub-command parser."""
+    from .cli import add_backend_option
+
     p = subparsers.add_parser(
         "maxflow", help="maximum flow and minimum cut of a DIMACS .max file"
     )
@@ -113,13 +115,7 @@ def add_parser(subparsers) -> None:
         default="highest",
         help="active-node selection of the CPU solver",
     )
-    p.add_argument(
-        "--backend",
-        choices=("auto", "cpu", "gpu"),
-        default="auto",
-        help="where to run (default auto: the GPU where one is usable, else the CPU; "
-        "VISION_CUTS_BACKEND overrides it)",
-    )
+    add_backend_option(p)
     p.add_argument(
         "--flow",
         help="write the flow: DIMACS 's' and 'f u v x' lines, one for each arc of the "

@@ -26,6 +26,7 @@ from .cli import (
     _Progress,
     _write_rgb,
     _writing,
+    add_backend_option,
 )
 from .optical_flow import DETECTORS
 
@@ -104,13 +105,7 @@ def add_parser(subparsers) -> None:
         help="video mode: solve every pair from scratch (default: start each pair "
         "from the previous pair's motion)",
     )
-    f.add_argument(
-        "--backend",
-        choices=("auto", "cpu", "gpu"),
-        default="auto",
-        help="where to run (default auto: the GPU where one is usable, else the CPU; "
-        "VISION_CUTS_BACKEND overrides it)",
-    )
+    add_backend_option(f)
     from . import cli_many
 
     cli_many.add_options(f, videos=True)
