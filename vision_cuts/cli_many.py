@@ -15,11 +15,12 @@ from typing import Any
 
 def add_options(parser: argparse.ArgumentParser, videos: bool = False) -> None:
     """The batch-mode options of a sub-command (``videos``: it takes videos too)."""
-    inputs = "folders, glob patterns or videos" if videos else "folders or globs"
+    inputs = "folders or glob patterns of " + ("frames, or videos" if videos else
+                                                "pictures")  # fmt: skip
     g = parser.add_argument_group(
         "many files (Dask)",
-        f"with --workers or --scheduler the inputs are {inputs} (of pictures), and "
-        "-o is the output folder; existing outputs are skipped",
+        f"with --workers or --scheduler the inputs are {inputs}, and -o is the "
+        "output folder; existing outputs are skipped",
     )
     g.add_argument(
         "--workers",

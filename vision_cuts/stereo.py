@@ -152,10 +152,11 @@ def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
         )
     if xp is None:
         return left, right
-    lf = _finite_float32(left, "left", xp)
-    rf = _finite_float32(right, "right", xp)
-    lf, rf = _grey_levels((left, right), (lf, rf), xp)
-    left, right = lf, rf
+    left, right = _grey_levels(
+        (left, right),
+        (_finite_float32(left, "left", xp), _finite_float32(right, "right", xp)),
+        xp,
+    )
     if left.ndim == 2:
         left, right = left[..., None], right[..., None]
     return left[..., :3], right[..., :3]
@@ -277,6 +278,8 @@ def stereo_cost_volume(
     + census_weight * hamming(census_L, census_R) / K``, box-filtered over a
     ``window x window`` neighbourhood (an integer in ``[1, 46340]``; 1 = no
     filtering). Where ``x - d < 0`` the right image is clamped to its first column.
+    The images are read on a 0..255 scale, as :func:`stereo_disparity` reads them
+    (``ad_truncation`` is in those grey levels).
 
     ``backend``: where it is computed (``"gpu"``: ``kernels/stereo.cu``, census radius
     at most 3; equal to the CPU volume up to the rounding of the box filter's float64
