@@ -817,3 +817,21 @@ def test_summary_wording(image, dimacs, tmp_path, capsys):
     rc, _, err = run(["maxflow", tmp_path / "none.max"], capsys)
     assert_error(rc, err, "none.max", "No such file or directory")
     assert err.count("none.max") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [(["segment", "{image}", "--iterations", "0"], "--iterations must be"),
+     (["segment", "{image}", "--smoothness", "-1"], "--smoothness must be"),
+     (["stereo", "{left}", "{right}", "--max-disparity", "40"],
+      "--max-disparity must satisfy"),
+     (["stereo", "{left}", "{right}", "--max-disparity", "4", "--method",
+       "ishikawa_pyramid", "--label-step", "3"], "--label-step must be"),
+     (["flow", "{left}", "{right}", "--max-features", "0"], "--max-features must")],
+)  # fmt: skip
+def test_errors_name_the_option(argv, words, image, pair, capsys):
+    """The library's errors named its parameter (``iterations must be ...``), not
+    the option that set it."""
+    names = {"image": image, "left": pair[0], "right": pair[1]}
+    rc, _, err = run([a.format(**names) for a in argv] + ["--backend", "cpu"], capsys)
+    assert_error(rc, err, words)

@@ -681,7 +681,7 @@ def test_cli_many_file_frames_one_by_one_and_failed_runs(tmp_path, capsys):
     assert "no output folder made" in out.splitlines()[0] and "outputs in" not in out
     assert not (tmp_path / "none").exists()
     # a bad option value fails every item too: it is refused before any worker
-    with pytest.raises(SystemExit, match="error: smoothness must be"):
+    with pytest.raises(SystemExit, match="error: --smoothness must be"):
         _cli(["segment", str(tmp_path / "f*.ppm"), "-o", str(tmp_path / "none"),
               "--workers", "1", "--backend", "cpu", "--smoothness", "-1"])  # fmt: skip
     assert not (tmp_path / "none").exists()

@@ -133,6 +133,27 @@ _EXT_COLOUR_ONLY = (".ppm", ".ras", ".sr", ".gif")
 _NAME_MAX = 255
 
 
+#: the library parameters that command-line options set, by the option's name
+_OPTIONS = {
+    name: "--" + name.replace("_", "-")
+    for name in (
+        "iterations smoothness connectivity max_disparity label_step method "
+        "max_features search_radius detector backend"
+    ).split()
+}
+
+
+def cli_error(exc: Exception) -> SystemExit:
+    """``error: ...`` for a library error about an argument the command line passed
+    on: a message that starts with the parameter's name names the option instead
+    (``iterations must be ...`` -> ``--iterations must be ...``)."""
+    text = str(exc)
+    first = text.split(" ", 1)[0]
+    if first in _OPTIONS:
+        text = _OPTIONS[first] + text[len(first) :]
+    return SystemExit(f"error: {text}")
+
+
 def _cannot_write(path: str, option: str, reason: str) -> SystemExit:
     return SystemExit(f"error: cannot write {path!r} ({option}): {reason}")
 
@@ -477,7 +498,7 @@ def _cmd_segment(args: argparse.Namespace) -> int:
             backend=args.backend,
         )
     except (ValueError, TypeError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise cli_error(exc) from None
     if res.iterations < args.iterations:
         progress.close()
     dt = time.perf_counter() - t0
@@ -582,7 +603,7 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
             label_step=args.label_step,
         )
     except (ValueError, TypeError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise cli_error(exc) from None
     dt = time.perf_counter() - t0
     outputs = []
     if args.output:
@@ -727,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, VisionCutsError) as exc:
         # bad input the commands did not catch themselves, a backend that cannot
         # run (``--backend gpu`` without a GPU), a problem too large for the GPU
-        raise SystemExit(f"error: {exc}") from None
+        raise cli_error(exc) from None
     except BrokenPipeError:  # the reader of standard output left (``| head``): end
         # quietly, as other tools do, and keep the interpreter's last flush quiet too
         devnull = os.open(os.devnull, os.O_WRONLY)

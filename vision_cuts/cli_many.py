@@ -110,7 +110,9 @@ def _run(args: argparse.Namespace, fn, *a: Any, inputs: Any = None, **kw: Any) -
     try:
         summary = fn(*a, out, client=client, progress=sys.stderr.isatty(), **kw)
     except (ValueError, TypeError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+        from .cli import cli_error
+
+        raise cli_error(exc) from None
     except OSError as exc:  # an input that cannot be read, a full disk, ...
         raise SystemExit(f"error: {exc}") from None
     finally:

@@ -27,6 +27,7 @@ from .cli import (
     _write_rgb,
     _writing,
     add_backend_option,
+    cli_error,
 )
 from .optical_flow import DETECTORS
 
@@ -126,7 +127,7 @@ def _solve(args, frame0, frame1, dense: bool):
             search_radius=args.search_radius,
         )
     except (ValueError, TypeError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise cli_error(exc) from None
 
 
 def _picture(args, frame, res) -> np.ndarray:
@@ -401,7 +402,7 @@ def _video_to(args: argparse.Namespace, part: str | None) -> int:
             except StopIteration:
                 break
             except (ValueError, TypeError) as exc:
-                raise SystemExit(f"error: {exc}") from None
+                raise cli_error(exc) from None
             dt = time.perf_counter() - t0
             prev = kept.pop(done)
             if writer is not None:
