@@ -281,9 +281,9 @@ def test_cli_stereo_pyramid(tmp_path):
             method="ishikawa_pyramid", label_step=8, backend="cpu",
         ),
     )  # fmt: skip
-    with pytest.raises(SystemExit, match="label_step must be a power of two"):
+    with pytest.raises(SystemExit, match="--label-step must be a power of two"):
         cli.main([*argv, "--label-step", "3"])
-    with pytest.raises(SystemExit, match="label_step applies to"):
+    with pytest.raises(SystemExit, match="--label-step applies to"):
         cli.main([*argv[:5], "--label-step", "2", "--backend", "cpu"])
 
 
