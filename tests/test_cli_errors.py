@@ -765,6 +765,11 @@ def test_a_file_named_like_a_sample_is_read_as_the_file(image, tmp_path, capsys,
 
     assert not is_sample("coffee") and is_sample("sample:coffee")
     assert is_sample("chelsea")  # no file of that name here
+    # the stereo pair's own sample: "sample:coffee" is not it (it ran the pair)
+    assert is_sample("motorcycle", ("motorcycle",))
+    assert not is_sample("sample:coffee", ("motorcycle",))
+    rc, _, err = run(["stereo", "sample:coffee", "--max-disparity", "4"], capsys)
+    assert_error(rc, err, "LEFT and RIGHT")
 
 
 def test_a_name_too_long_is_refused_before_any_output(image, tmp_path, capsys):

@@ -25,9 +25,13 @@ _COMMAND_MODULES: tuple[str, ...] = ("cli_gui", "cli_maxflow", "cli_optical_flow
 
 
 def is_sample(spec: str, samples: tuple = SAMPLES) -> bool:
-    """Whether ``spec`` names a built-in picture: ``sample:NAME``, or a bare NAME
-    that is not an existing file (a file of that name is read as a file)."""
-    return spec.startswith("sample:") or (spec in samples and not os.path.exists(spec))
+    """Whether ``spec`` names a built-in picture of ``samples``: ``sample:NAME``, or a
+    bare NAME that is not an existing file (a file of that name is read as a file).
+    A ``sample:`` name outside the default samples counts too, so that the reader
+    can name it as unknown."""
+    if spec.startswith("sample:"):
+        return samples is SAMPLES or spec.split(":", 1)[1] in samples
+    return spec in samples and not os.path.exists(spec)
 
 
 def _load_image(spec: str) -> np.ndarray:
@@ -576,7 +580,7 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
         [(args.output, "-o/--output"), (args.png16, "--png16"), (args.pfm, "--pfm")],
         [args.left, args.right],
     )
-    if args.left == "sample:motorcycle" or is_sample(args.left, ("motorcycle",)):
+    if is_sample(args.left, ("motorcycle",)):
         if args.right is not None:
             raise SystemExit(
                 "error: the built-in pair 'motorcycle' takes no RIGHT image"
