@@ -41,23 +41,21 @@ class Stroke(NamedTuple):
 
 
 def rasterize(strokes: list[Stroke], shape: tuple[int, int]):
-    """Foreground and background masks of strokes; a later stroke wins on overlap."""
+    """Foreground and background masks of strokes; a later stroke wins on overlap.
+
+    The strokes are painted in order onto one label canvas (1 foreground, 2
+    background), so a stroke costs its own pixels, not the picture's."""
     import cv2
 
-    fg = np.zeros(shape, dtype=bool)
-    bg = np.zeros(shape, dtype=bool)
+    lab = np.zeros(shape, dtype=np.uint8)
     for s in strokes:
-        m = np.zeros(shape, dtype=np.uint8)
+        v = 1 if s.kind == FOREGROUND else 2
         pts = np.floor(np.asarray(s.points, dtype=np.float64)).astype(np.int32)
         for x, y in pts:
-            cv2.circle(m, (int(x), int(y)), s.radius, 1, -1)
+            cv2.circle(lab, (int(x), int(y)), s.radius, v, -1)
         if len(pts) > 1:
-            cv2.polylines(m, [pts.reshape(-1, 1, 2)], False, 1, 2 * s.radius + 1)
-        hit = m.astype(bool)
-        mine, other = (fg, bg) if s.kind == FOREGROUND else (bg, fg)
-        mine |= hit
-        other &= ~hit
-    return fg, bg
+            cv2.polylines(lab, [pts.reshape(-1, 1, 2)], False, v, 2 * s.radius + 1)
+    return lab == 1, lab == 2
 
 
 def _with_suffix(path: str, suffix: str = ".png") -> str:

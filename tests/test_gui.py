@@ -363,6 +363,46 @@ def test_video_frames_in_any_order_and_how_many_are_kept(rng, tmp_path):
     video.close()
 
 
+def test_strokes_rasterize_in_order_later_wins():
+    # one label canvas painted stroke by stroke must give the masks that painting each
+    # stroke on its own and letting the later one win would give
+    import cv2
+
+    from vision_cuts.apps.segment_tab import BACKGROUND, FOREGROUND, Stroke, rasterize
+
+    rng = np.random.default_rng(7)
+    shape = (60, 90)
+    for _ in range(20):
+        strokes = []
+        for i in range(int(rng.integers(0, 8))):
+            n = int(rng.integers(0, 6))
+            pts = tuple(
+                (float(x), float(y))
+                for x, y in zip(
+                    rng.uniform(-10, 100, n), rng.uniform(-10, 70, n), strict=True
+                )
+            )
+            kind = FOREGROUND if rng.random() < 0.5 else BACKGROUND
+            strokes.append(Stroke(kind, pts, int(rng.integers(0, 9)), i))
+        fg = np.zeros(shape, bool)
+        bg = np.zeros(shape, bool)
+        for s in strokes:
+            m = np.zeros(shape, np.uint8)
+            pts = np.floor(np.asarray(s.points, np.float64)).astype(np.int32)
+            for x, y in pts:
+                cv2.circle(m, (int(x), int(y)), s.radius, 1, -1)
+            if len(pts) > 1:
+                cv2.polylines(m, [pts.reshape(-1, 1, 2)], False, 1, 2 * s.radius + 1)
+            hit = m.astype(bool)
+            mine, other = (fg, bg) if s.kind == FOREGROUND else (bg, fg)
+            mine |= hit
+            other &= ~hit
+        got_fg, got_bg = rasterize(strokes, shape)
+        np.testing.assert_array_equal(got_fg, fg)
+        np.testing.assert_array_equal(got_bg, bg)
+        assert not (got_fg & got_bg).any()
+
+
 def test_bad_files_show_an_error_dialog(window, qtbot, tmp_path):
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"this is not a picture")

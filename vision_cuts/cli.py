@@ -90,6 +90,10 @@ def _parse_rect(text: str) -> tuple[int, int, int, int]:
     return vals  # type: ignore[return-value]
 
 
+#: an overlay's dimmed background: 0.3 v in float32, truncated, for each uint8 value v
+_DIM = (np.arange(256, dtype=np.float32) * np.float32(0.3)).astype(np.uint8)
+
+
 def overlay(
     image: np.ndarray, mask: np.ndarray, rect=None, fg=None, bg=None
 ) -> np.ndarray:
@@ -97,14 +101,20 @@ def overlay(
     import cv2
 
     img = image if image.ndim == 3 else np.stack([image] * 3, axis=-1)
-    img = img[..., :3].astype(np.float32)
+    img = img[..., :3]
     m = mask.astype(bool)
-    out = img * 0.3
-    out[m] = img[m]
-    out = np.clip(out, 0, 255).astype(np.uint8)
-    contours, _ = cv2.findContours(
-        m.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
-    )
+    mu = m.astype(np.uint8)
+    if img.dtype == np.uint8 and img.shape[-1] == 3:
+        # the float formula below by a table, and the object copied back by OpenCV:
+        # the same values in a tenth of the time on large pictures
+        img = np.ascontiguousarray(img)
+        out = cv2.copyTo(img, mu, cv2.LUT(img, _DIM))
+    else:
+        f = img.astype(np.float32)
+        out = f * 0.3
+        out[m] = f[m]
+        out = np.clip(out, 0, 255).astype(np.uint8)
+    contours, _ = cv2.findContours(mu, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
     cv2.drawContours(out, contours, -1, (255, 230, 0), 2)
     if rect is not None:  # the box's part inside the picture (as grabcut clips it)
         x, y, w, h = (int(v) for v in rect)
