@@ -94,27 +94,35 @@ def _parse_rect(text: str) -> tuple[int, int, int, int]:
 _DIM = (np.arange(256, dtype=np.float32) * np.float32(0.3)).astype(np.uint8)
 
 
+def _dimmed(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The overlay's base: RGB uint8, the object as it is and the background at 0.3
+    of its value (float32, clipped to [0, 255] and truncated)."""
+    import cv2
+
+    img = image if image.ndim == 3 else np.stack([image] * 3, axis=-1)
+    img = img[..., :3]
+    m = mask.astype(bool)
+    if img.dtype == np.uint8 and img.shape[-1] == 3:
+        # the float formula below by a table, and the object copied back by OpenCV:
+        # the same values in a tenth of the time on large pictures
+        img = np.ascontiguousarray(img)
+        return cv2.copyTo(img, m.astype(np.uint8), cv2.LUT(img, _DIM))
+    f = img.astype(np.float32)
+    out = f * 0.3
+    out[m] = f[m]
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
 def overlay(
     image: np.ndarray, mask: np.ndarray, rect=None, fg=None, bg=None
 ) -> np.ndarray:
     """RGB picture: background dimmed, object contour, box and scribbles drawn."""
     import cv2
 
-    img = image if image.ndim == 3 else np.stack([image] * 3, axis=-1)
-    img = img[..., :3]
-    m = mask.astype(bool)
-    mu = m.astype(np.uint8)
-    if img.dtype == np.uint8 and img.shape[-1] == 3:
-        # the float formula below by a table, and the object copied back by OpenCV:
-        # the same values in a tenth of the time on large pictures
-        img = np.ascontiguousarray(img)
-        out = cv2.copyTo(img, mu, cv2.LUT(img, _DIM))
-    else:
-        f = img.astype(np.float32)
-        out = f * 0.3
-        out[m] = f[m]
-        out = np.clip(out, 0, 255).astype(np.uint8)
-    contours, _ = cv2.findContours(mu, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    out = _dimmed(image, mask)
+    contours, _ = cv2.findContours(
+        mask.astype(bool).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
+    )
     cv2.drawContours(out, contours, -1, (255, 230, 0), 2)
     if rect is not None:  # the box's part inside the picture (as grabcut clips it)
         x, y, w, h = (int(v) for v in rect)
