@@ -504,6 +504,7 @@ def test_progress_bar_and_log_lines(monkeypatch, capsys):
     # verbose into a file or pipe: a plain line a step, no carriage returns
     plain = _Progress("grabcut", enabled=True)
     plain(1, 3)
+    plain(1, 3)  # a long step reporting again: no second line
     plain(3, 3)
     plain.clear()
     plain.close()
@@ -519,11 +520,14 @@ def test_progress_bar_and_log_lines(monkeypatch, capsys):
     handler.emit(record)
     bar(2, 5)
     bar.clear()
+    bar(2, 5)  # the same progress after a clear draws the bar again
+    bar.clear()
     bar(5, 5)
     handler.emit(record)
     text = tty.text()
     assert "1/5\nchanged\n\r" in text  # the record after the bar, on its own line
     assert "2/5\r\033[K\r" in text  # cleared, then the bar again
+    assert text.count("] 2/5") == 2
     assert text.endswith("5/5\nchanged\n")  # a finished bar ends its line itself
     assert not _Progress.line_open
 

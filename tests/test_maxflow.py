@@ -296,6 +296,25 @@ def test_scipy_oracle_extremes(shape, rng):
         check_mincut(result, src, snk, e, flow=scipy_maxflow(src, snk, e))
 
 
+def test_cpu_search_stops_on_its_flag(rng):
+    # another thread may end a CPU search through its stop flag (stereo's watched
+    # cut): with the flag set, one strip or several, the call raises SolveStopped;
+    # with a flag that nobody sets, the flow is SciPy's
+    from vision_cuts._maxflow_cpu import SolveStopped, maxflow_grid_cpu
+
+    src, snk, e = random_graph(rng, (300, 260), high=50, density=1.0)
+    g = grid_graph(src, snk, e)
+    for threads in (1, 2):
+        with pytest.raises(SolveStopped):
+            maxflow_grid_cpu(
+                g.source, g.sink, g.edges, threads, stop=np.ones(1, np.uint8)
+            )
+        flow, _, _ = maxflow_grid_cpu(
+            g.source, g.sink, g.edges, threads, stop=np.zeros(1, np.uint8)
+        )
+        assert flow == scipy_maxflow(src, snk, e)
+
+
 def test_synthetic_random_grid_graph(rng):
     for shape, directed in [((20, 25), True), ((20, 25), False), ((6, 7, 5), True)]:
         src, snk, e = synthetic.random_grid_graph(shape, rng, directed=directed)

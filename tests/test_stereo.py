@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from fractions import Fraction
 
 import numpy as np
@@ -44,6 +45,54 @@ def test_ishikawa_equals_brute_force(rng, shape):
         assert d.min() >= 0 and d.max() < shape[0]
         e = stereo_energy(cost, w, d, smoothness="linear")
         assert e == _brute_force(cost, w, "linear")
+
+
+def test_ishikawa_cpu_cut_is_watched_and_stops(rng, monkeypatch):
+    # with a callback, the CPU's single Ishikawa cut runs on a thread of its own
+    # while the callback is called with (0, 1); the same disparities as unwatched
+    import vision_cuts._maxflow_cpu as cpu
+    import vision_cuts.stereo as st
+
+    monkeypatch.setattr(st, "_WATCH_S", 0.001)
+    cost, w = _random_problem(rng, 12, 60, 70)
+    calls = []
+    want = solve_disparity(cost, w, method="ishikawa", backend="cpu")
+    got = solve_disparity(
+        cost,
+        w,
+        method="ishikawa",
+        backend="cpu",
+        callback=lambda done, total: calls.append((done, total)),
+    )
+    np.testing.assert_array_equal(got, want)
+    assert calls[-1] == (1, 1) and set(calls[:-1]) <= {(0, 1)}
+
+    # a callback that raises (the GUI's cancel) stops the search: the search starts
+    # only once the stop flag is set here, so it must stop, not finish
+    real = cpu.maxflow_grid_cpu
+    seen = []
+
+    def search_after_the_cancel(*args, stop, **kw):
+        for _ in range(10_000):
+            if stop[0]:
+                break
+            time.sleep(0.001)
+        try:
+            return real(*args, stop=stop, **kw)
+        except cpu.SolveStopped:
+            seen.append("stopped")
+            raise
+
+    class Cancel(Exception):
+        pass
+
+    def cancel(done, total):
+        raise Cancel
+
+    monkeypatch.setattr(cpu, "maxflow_grid_cpu", search_after_the_cancel)
+    with pytest.raises(Cancel):
+        solve_disparity(cost, w, method="ishikawa", backend="cpu", callback=cancel)
+    assert seen == ["stopped"]
 
 
 def test_ishikawa_single_column_is_argmin(rng):

@@ -559,7 +559,7 @@ def _adopt(st, off, K, S, now, orph, ohead, olen, walk, queue, qtail, qlen):
 
 
 @nb.njit(cache=True, nogil=True, _nrt=False)
-def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
+def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi, stop):
     """Boykov-Kolmogorov max-flow on the node records (the padded grid, or with
     ``off`` None a graph whose records hold the neighbours).
 
@@ -581,6 +581,9 @@ def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
     energies, the swap moves' graphs within the spread. A walk that ends at an
     orphan leaves dead marks for the walks after it (``_adopt``): on a leaky maze
     (512 x 512, one thread) the walks read 948 M nodes before, 18 M after.
+
+    ``stop`` (one uint8) is read every 4096 steps of the search: once another thread
+    sets it, the search returns where it is (the caller drops the unfinished state).
 
     ``walk`` is scratch for the tree paths, ``hi - lo + 1`` entries. The stages
     (grow, augment, adopt) are helpers that numba inlines in its IR, and the search
@@ -604,7 +607,11 @@ def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
     steps = np.int64(0)
     now = now0
     cur = -1
+    it = 0
     while True:
+        if (it & 4095) == 0 and stop[0] != 0:
+            break
+        it += 1
         i, qhead, qlen, cur = _next_active(st, FL, S, queue, qhead, qlen, cur)
         if i < 0:
             break
@@ -631,11 +638,19 @@ def _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi):
 
 
 @nb.njit(cache=True, nogil=True)
-def _bk(st, off, K, queue, qlen, orph, now0, lo, hi):
+def _bk(st, off, K, queue, qlen, orph, now0, lo, hi, stop):
     """``_bk_core`` with its scratch allocated. Returns (flow, augmentations,
     clock, origin-walk nodes)."""
     walk = np.empty(hi - lo + 1, dtype=np.int64)
-    return _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi)
+    return _bk_core(st, off, K, queue, qlen, orph, walk, now0, lo, hi, stop)
+
+
+#: the stop flag of a search nobody stops (never written)
+NO_STOP = np.zeros(1, dtype=np.uint8)
+
+
+class SolveStopped(Exception):
+    """A CPU search stopped through its ``stop`` flag before it ended."""
 
 
 @nb.njit(cache=True, nogil=True)
@@ -753,6 +768,7 @@ def maxflow_grid_cpu(
     *,
     side: str = "source",
     residual: bool = False,
+    stop: np.ndarray = NO_STOP,
 ) -> tuple[int, np.ndarray, dict]:
     """Exact max-flow / min-cut of a validated grid graph on the CPU.
 
@@ -762,6 +778,8 @@ def maxflow_grid_cpu(
     instead (1 only where the sink is reached in the final residual graph, as the GPU
     solver labels it; one more search); ``residual`` adds the final residual arc
     capacities, planes of the shape of ``edges``, as ``stats["residual"]``.
+    ``stop``: a one-entry uint8 array that another thread may set to end the search
+    early; the call then raises :class:`SolveStopped`.
 
     With several threads the grid is cut into strips along its first axis; the arcs
     crossing strip borders are removed, each strip is solved on its own thread
@@ -808,7 +826,7 @@ def maxflow_grid_cpu(
             )
     else:
         flow0 = int(_build(*args, 0, rows))
-    flow, labels, stats = solve_records(st, shape, k, flow0, threads, t0)
+    flow, labels, stats = solve_records(st, shape, k, flow0, threads, t0, stop)
     if side == "sink":
         queue = np.empty(npad, dtype=np.int32)
         _sink_side(st, off, k, nz, ny, nx, dims, queue, labels.reshape(-1))
@@ -822,12 +840,19 @@ def maxflow_grid_cpu(
 
 
 def solve_records(
-    st: np.ndarray, shape: tuple, k: int, flow0: int, threads: int, t0: float
+    st: np.ndarray,
+    shape: tuple,
+    k: int,
+    flow0: int,
+    threads: int,
+    t0: float,
+    stop: np.ndarray = NO_STOP,
 ) -> tuple[int, np.ndarray, dict]:
     """:func:`maxflow_grid_cpu` from filled node records ``st`` (padded layout of
     ``_padded_geometry(shape, k)``, ``k`` planes; ``flow0``: the flow already
     cancelled at the terminals; ``t0``: when the build began, for the stats).
-    Returns ``(flow, labels, stats)``."""
+    Returns ``(flow, labels, stats)``; raises :class:`SolveStopped` once ``stop[0]``
+    is set (by another thread)."""
     from .grid import neighbour_offsets
 
     labels = np.empty(shape, dtype=np.uint8)
@@ -863,7 +888,7 @@ def solve_records(
         g = _greedy(st, off, k, lo, hi)
         q = queue[lo:hi]
         n = _init_trees(st, off, k, lo, hi, q)
-        f, a, c, w = _bk(st, off, k, q, n, orph[lo:hi], np.int32(0), lo, hi)
+        f, a, c, w = _bk(st, off, k, q, n, orph[lo:hi], np.int32(0), lo, hi, stop)
         return f + g, a, c, w
 
     def merge(pair: tuple, now: int):
@@ -878,7 +903,7 @@ def solve_records(
         lo, hi = bounds[s0], bounds[s2]
         q = queue[lo:hi]
         n = _queue_boundary(st, k, np.array([a, b], dtype=np.int64), step, q)
-        return _bk(st, off, k, q, n, orph[lo:hi], np.int32(now), lo, hi)
+        return _bk(st, off, k, q, n, orph[lo:hi], np.int32(now), lo, hi, stop)
 
     pool = ThreadPoolExecutor(min(threads, nstrips)) if nstrips > 1 else None
     try:
@@ -911,6 +936,8 @@ def solve_records(
     finally:
         if pool is not None:
             pool.shutdown()
+    if stop[0]:
+        raise SolveStopped
     t_merge = time.perf_counter()
     _labels(st, nz, ny, nx, dims, k, labels.reshape(-1))
     t2 = time.perf_counter()

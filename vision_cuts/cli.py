@@ -441,10 +441,12 @@ class _Progress:
         self.label = label
         self.enabled = enabled
         self.tty = enabled and sys.stderr.isatty()
+        self.last: tuple[int, int] | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
+        if not self.enabled or (done, total) == self.last:
+            return  # (a long step reports the same progress again while it runs)
+        self.last = (done, total)
         if not self.tty:
             sys.stderr.write(f"{self.label} {done}/{total}\n")
             sys.stderr.flush()
@@ -460,6 +462,7 @@ class _Progress:
 
     def clear(self) -> None:
         """Erase an unfinished bar, so that the next line takes its place."""
+        self.last = None  # the next call draws the bar again
         if self.tty and _Progress.line_open:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()

@@ -27,6 +27,7 @@ import numpy as np
 
 from ._backend import resolve_backend, to_numpy
 from ._maxflow_cpu import (
+    NO_STOP,
     _bk,
     _greedy,
     _index,
@@ -659,7 +660,7 @@ def _swap_part(
     # the range's max-flow on its own
     flow = _greedy(st, None, K, lo, hi)
     n = _init_trees(st, None, K, lo, hi, queue)
-    f, _, now, _ = _bk(st, None, K, queue, n, orph, np.int32(0), lo, hi)
+    f, _, now, _ = _bk(st, None, K, queue, n, orph, np.int32(0), lo, hi, NO_STOP)
     out[5] = flow + f
     out[6] = now
 
@@ -732,7 +733,9 @@ def _swap_move(
                         st[fl] |= 4
                         queue[n] = p
                         n += 1
-        f, _, _, _ = _bk(st, None, K, queue[:m], n, orph[:m], np.int32(now + 1), 0, m)
+        f, _, _, _ = _bk(
+            st, None, K, queue[:m], n, orph[:m], np.int32(now + 1), 0, m, NO_STOP
+        )
         flow += f
     e = energy - ecur + const + flow
     if e >= energy:

@@ -598,7 +598,13 @@ def _expansion_moves(
     )
 
 
-def _ishikawa(cost: Any, w: Any, backend: str, stats: list | None = None) -> Any:
+def _ishikawa(
+    cost: Any,
+    w: Any,
+    backend: str,
+    stats: list | None = None,
+    callback: Any = None,
+) -> Any:
     """Exact minimum for the linear prior: one cut of a (D-1, M, N) 6-connected grid.
 
     Node ``(k, p)`` on the source side means ``d_p > k``; the disparity is the count of
@@ -607,7 +613,8 @@ def _ishikawa(cost: Any, w: Any, backend: str, stats: list | None = None) -> Any
     -z arcs are "infinite" so every column is cut exactly once, and both arcs between
     ``(k, p)`` and ``(k, q)`` carry ``w_pq``, so the cut pays ``w_pq |d_p - d_q|``.
     Built with the array module of the backend (on the device for ``"gpu"``: CuPy in,
-    CuPy out). ``stats``: the solver's stats are appended to it.
+    CuPy out). ``stats``: the solver's stats are appended to it. ``callback``: see
+    :func:`_ishikawa_cut`.
     """
     xp = _xp(backend)
     ndisp, m, n = (int(v) for v in cost.shape)
@@ -636,7 +643,38 @@ def _ishikawa(cost: Any, w: Any, backend: str, stats: list | None = None) -> Any
     # the last column / row of the +x / +y planes holds weights without a neighbour
     edges[0, :, :, -1] = 0
     edges[2, :, -1, :] = 0
-    return _ishikawa_cut(source, sink, edges, backend, stats)
+    return _ishikawa_cut(source, sink, edges, backend, stats, callback)
+
+
+#: seconds between two ``callback(0, 1)`` calls while a watched CPU cut runs
+_WATCH_S = 0.25
+
+
+def _watched_cpu_cut(source: Any, sink: Any, edges: Any, callback: Any) -> tuple:
+    """One CPU cut that a progress callback can stop: the search runs on a thread of
+    its own while this thread calls ``callback(0, 1)`` every :data:`_WATCH_S`
+    seconds. Whatever the callback raises (a cancel) sets the search's stop flag, and
+    the exception is raised here once the search has stopped (within a few thousand
+    of its steps), as it is for an interrupt. Returns ``(labels, stats)``."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from ._maxflow_cpu import maxflow_grid_cpu
+
+    stop = np.zeros(1, dtype=np.uint8)
+    args = (np.ascontiguousarray(a) for a in (source, sink, edges))
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(maxflow_grid_cpu, *args, stop=stop)
+        try:
+            while True:
+                try:
+                    _, labels, stats = job.result(timeout=_WATCH_S)
+                    return labels, stats
+                except FutureTimeout:
+                    callback(0, 1)
+        except BaseException:
+            stop[0] = 1  # leaving the block waits for the search to see it
+            raise
 
 
 def _check_ishikawa_fits(bound: int, top: int) -> None:
@@ -650,16 +688,24 @@ def _check_ishikawa_fits(bound: int, top: int) -> None:
 
 
 def _ishikawa_cut(
-    source: Any, sink: Any, edges: Any, backend: str, stats: list | None
+    source: Any,
+    sink: Any,
+    edges: Any,
+    backend: str,
+    stats: list | None,
+    callback: Any = None,
 ) -> Any:
     """Cut an Ishikawa graph; per column the count of source-side nodes (int64).
-    On the GPU, graphs of at most 15 layers get :data:`_THIN_SETTINGS`."""
+    On the GPU, graphs of at most 15 layers get :data:`_THIN_SETTINGS`. On the CPU
+    with a ``callback``, the cut is watched (:func:`_watched_cpu_cut`)."""
     layers = int(source.shape[0])
     thin = next((kn for most, kn in _THIN_SETTINGS if layers <= most), None)
     if backend == "gpu" and thin is not None:
         from ._maxflow_gpu import maxflow_grid_gpu
 
         _, labels, solver = maxflow_grid_gpu(source, sink, edges, **thin)
+    elif backend == "cpu" and callback is not None:
+        labels, solver = _watched_cpu_cut(source, sink, edges, callback)
     else:
         cut = maxflow_grid(GridEnergy._trusted(source, sink, edges, 0), backend=backend)
         labels, solver = cut.labels, cut.stats
@@ -941,7 +987,7 @@ def solve_disparity(
         CPU (``VISION_CUTS_BACKEND`` overrides it). On the GPU the whole loop stays on
         the device.
     callback : callable, optional
-        Progress, ``callback(done, total)``.
+        Progress, ``callback(done, total)`` (see :func:`stereo_disparity`).
 
     Returns
     -------
@@ -999,7 +1045,7 @@ def solve_disparity(
         labels = _ishikawa_pyramid(c, w, label_step, backend, stats, callback)
         return _same_kind(labels, cost)
     if method == "ishikawa":
-        labels = _ishikawa(c, w, backend)
+        labels = _ishikawa(c, w, backend, callback=callback)
         if callback is not None:
             callback(1, 1)
         return _same_kind(labels, cost)
@@ -1112,7 +1158,9 @@ def stereo_disparity(
         46340]``; census radius at most 3 on the GPU).
     callback : callable, optional
         Progress: called as ``callback(done, total)`` after each move (expansion) or
-        the cut (Ishikawa); ``done == total`` at the end.
+        the cut (Ishikawa); ``done == total`` at the end. While the CPU's single
+        Ishikawa cut runs, ``callback(0, 1)`` every quarter second: an exception it
+        raises (a cancel) stops the cut and is raised to the caller.
 
     Returns
     -------
