@@ -66,6 +66,24 @@ def test_ishikawa_cpu_cut_is_watched_and_stops(rng, monkeypatch):
     )
     np.testing.assert_array_equal(got, want)
     assert calls[-1] == (1, 1) and set(calls[:-1]) <= {(0, 1)}
+    # the pyramid's levels: each level's cut reports the levels before it again
+    want = solve_disparity(
+        cost, w, method="ishikawa_pyramid", label_step=4, backend="cpu"
+    )
+    calls.clear()
+    got = solve_disparity(
+        cost,
+        w,
+        method="ishikawa_pyramid",
+        label_step=4,
+        backend="cpu",
+        callback=lambda done, total: calls.append((done, total)),
+    )
+    np.testing.assert_array_equal(got, want)
+    assert calls[-1] == (3, 3) and set(calls) <= {(0, 3), (1, 3), (2, 3), (3, 3)}
+    assert [c for i, c in enumerate(calls) if i == 0 or c != calls[i - 1]] == sorted(
+        set(calls)
+    )
 
     # a callback that raises (the GUI's cancel) stops the search: the search starts
     # only once the stop flag is set here, so it must stop, not finish
@@ -92,7 +110,70 @@ def test_ishikawa_cpu_cut_is_watched_and_stops(rng, monkeypatch):
     monkeypatch.setattr(cpu, "maxflow_grid_cpu", search_after_the_cancel)
     with pytest.raises(Cancel):
         solve_disparity(cost, w, method="ishikawa", backend="cpu", callback=cancel)
-    assert seen == ["stopped"]
+    with pytest.raises(Cancel):
+        solve_disparity(
+            cost,
+            w,
+            method="ishikawa_pyramid",
+            label_step=4,
+            backend="cpu",
+            callback=cancel,
+        )
+    assert seen == ["stopped", "stopped"]
+
+
+def test_cost_volume_progress_and_cancel(rng, monkeypatch):
+    # the CPU volume reports each disparity's plane; with the Ishikawa methods
+    # stereo_disparity passes that on as (0, total) now and then, so that a cancel
+    # acts while the volume is built
+    import vision_cuts.stereo as st
+
+    left, right = _textured_pair(rng, channels=3)
+    calls = []
+    ref = stereo_cost_volume(left, right, 9, backend="cpu")
+    got = stereo_cost_volume(
+        left, right, 9, backend="cpu", callback=lambda *a: calls.append(a)
+    )
+    np.testing.assert_array_equal(got, ref)
+    assert calls == [(d, 10) for d in range(1, 11)]
+    with pytest.raises(TypeError, match="callback must be callable"):
+        stereo_cost_volume(left, right, 9, backend="cpu", callback=3)
+
+    monkeypatch.setattr(st, "_WATCH_S", 0.0)  # every plane reports
+    for method, levels in (("ishikawa", 1), ("ishikawa_pyramid", 3)):
+        calls.clear()
+        stereo_disparity(
+            left,
+            right,
+            max_disparity=9,
+            method=method,
+            label_step=4 if levels > 1 else None,
+            backend="cpu",
+            callback=lambda *a: calls.append(a),
+        )
+        assert calls[:10] == [(0, levels)] * 10 and calls[-1] == (levels, levels)
+    # the expansion's progress keeps its one report a move (no repeats)
+    calls.clear()
+    stereo_disparity(
+        left, right, max_disparity=9, backend="cpu", callback=lambda *a: calls.append(a)
+    )
+    assert calls[0] == (1, calls[0][1])
+
+    class Cancel(Exception):
+        pass
+
+    def cancel(done, total):
+        raise Cancel
+
+    def never(*args, **kwargs):
+        raise AssertionError("the solve ran after a cancel in the cost volume")
+
+    monkeypatch.setattr(st, "solve_disparity", never)
+    with pytest.raises(Cancel):
+        stereo_disparity(
+            left, right, max_disparity=9, method="ishikawa", backend="cpu",
+            callback=cancel,
+        )  # fmt: skip
 
 
 def test_ishikawa_single_column_is_argmin(rng):
@@ -696,8 +777,10 @@ def test_ishikawa_pyramid_last_level_is_exact_around_its_start(rng, monkeypatch)
     calls = []
     real = st._window_cut
 
-    def spy(cost, w, base, step, count, backend, solver=None, prefix=None, slope_div=0):
-        out = real(cost, w, base, step, count, backend, solver, prefix, slope_div)
+    def spy(
+        cost, w, base, step, count, backend, solver=None, prefix=None, slope_div=0, **kw
+    ):
+        out = real(cost, w, base, step, count, backend, solver, prefix, slope_div, **kw)
         calls.append((base.copy(), step, count, out.copy(), slope_div))
         return out
 
@@ -823,6 +906,11 @@ def test_gpu_cost_volume_matches_cpu(rng, channels, radius, window):
     assert np.abs(qr - qg).max() <= 1 and (qr != qg).mean() < 1e-3
     with pytest.raises(ValueError, match="census_radius"):
         stereo_cost_volume(left, right, 9, census_radius=4, backend="gpu")
+    calls = []
+    stereo_cost_volume(
+        left, right, 9, backend="gpu", callback=lambda *a: calls.append(a)
+    )
+    assert calls == [(10, 10)]  # one launch: progress once, at the end
 
 
 @pytest.mark.gpu
@@ -1032,8 +1120,10 @@ def test_gpu_ishikawa_pyramid_levels_are_exact(rng, monkeypatch):
     calls = []
     real = st._window_cut
 
-    def spy(cost, w, base, step, count, backend, solver=None, prefix=None, slope_div=0):
-        out = real(cost, w, base, step, count, backend, solver, prefix, slope_div)
+    def spy(
+        cost, w, base, step, count, backend, solver=None, prefix=None, slope_div=0, **kw
+    ):
+        out = real(cost, w, base, step, count, backend, solver, prefix, slope_div, **kw)
         calls.append((cp.asnumpy(base), step, count, cp.asnumpy(out), slope_div))
         return out
 

@@ -34,6 +34,7 @@ specification the device loop's move graphs are tested against.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -271,6 +272,7 @@ def stereo_cost_volume(
     census_weight: float = 1.0,
     window: int = 3,
     backend: str = "auto",
+    callback: Any = None,
 ) -> Any:
     """Matching costs ``C[d, y, x]`` of left ``(x, y)`` against right ``(x - d, y)``.
 
@@ -283,7 +285,9 @@ def stereo_cost_volume(
 
     ``backend``: where it is computed (``"gpu"``: ``kernels/stereo.cu``, census radius
     at most 3; equal to the CPU volume up to the rounding of the box filter's float64
-    sums); the result has the array kind of ``left``.
+    sums); the result has the array kind of ``left``. ``callback(done, total)``:
+    progress, after each disparity's plane on the CPU (``total = max_disparity +
+    1``), once at the end on the GPU.
 
     Returns
     -------
@@ -293,6 +297,8 @@ def stereo_cost_volume(
     window = check_int(window, "window", 1, _MAX_WINDOW)
     ad_truncation = check_number(ad_truncation, "ad_truncation", 0, above=True)
     census_weight = check_number(census_weight, "census_weight", 0)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     which = resolve_backend(backend, left, right)
     lp, rp = _check_pair(left, right, _xp(which))
     max_disparity = _check_max_disparity(max_disparity, lp.shape[1])
@@ -300,9 +306,18 @@ def stereo_cost_volume(
         cost = _cost_volume_gpu(
             lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
         )
+        if callback is not None:
+            callback(max_disparity + 1, max_disparity + 1)
     else:
         cost = _cost_volume_cpu(
-            lp, rp, max_disparity, census_radius, ad_truncation, census_weight, window
+            lp,
+            rp,
+            max_disparity,
+            census_radius,
+            ad_truncation,
+            census_weight,
+            window,
+            callback,
         )
     # the box filter's float sums leave values a rounding error outside the range
     _xp(which).clip(cost, 0, 1 + census_weight, out=cost)
@@ -372,7 +387,14 @@ def _cost_volume_gpu(
 
 
 def _cost_volume_cpu(
-    left, right, max_disparity, census_radius, ad_truncation, census_weight, window
+    left,
+    right,
+    max_disparity,
+    census_radius,
+    ad_truncation,
+    census_weight,
+    window,
+    callback=None,
 ):
     census_radius = _check_census_radius(census_radius, "cpu")
     m, n = left.shape[:2]
@@ -390,6 +412,8 @@ def _cost_volume_cpu(
         if window > 1:
             c = ndimage.uniform_filter(c, size=window, mode="nearest")
         cost[d] = c
+        if callback is not None:
+            callback(d + 1, ndisp)
     return cost
 
 
@@ -650,6 +674,20 @@ def _ishikawa(
 _WATCH_S = 0.25
 
 
+def _every(seconds: float, callback: Any) -> Any:
+    """``callback`` called at most once every ``seconds`` (the first call goes
+    through)."""
+    last = [-np.inf]
+
+    def call(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= seconds:
+            last[0] = now
+            callback(done, total)
+
+    return call
+
+
 def _watched_cpu_cut(source: Any, sink: Any, edges: Any, callback: Any) -> tuple:
     """One CPU cut that a progress callback can stop: the search runs on a thread of
     its own while this thread calls ``callback(0, 1)`` every :data:`_WATCH_S`
@@ -784,6 +822,7 @@ def _window_cut(
     stats: list | None = None,
     prefix: tuple | None = None,
     slope_div: int = 0,
+    callback: Any = None,
 ) -> Any:
     """The labelling ``d_p = base_p + r_p * step`` (``0 <= r_p < count``) of least
     energy under :func:`_window_costs` (pooled by ``slope_div``) and the linear prior,
@@ -800,7 +839,8 @@ def _window_cut(
     ``backend="gpu"``: ``cost`` (D, M, N) int32, ``w`` (2, M, N) int32 and ``base``
     (M, N) int64, C-contiguous CuPy arrays; one launch builds the graph
     (``_stereo_gpu.window_graph_gpu``). ``"cpu"``: NumPy arrays, ``prefix`` the
-    :func:`_cost_prefix` of ``cost`` (computed when not given).
+    :func:`_cost_prefix` of ``cost`` (computed when not given). ``callback``: the
+    CPU cut is watched (:func:`_watched_cpu_cut`).
     """
     if backend == "gpu":
         from ._stereo_gpu import window_graph_gpu
@@ -829,7 +869,7 @@ def _window_cut(
         slope[sq] -= wk * sign
         arcs[k][sp] = np.where(apart, 0, wk)
     costs += slope[None] * np.arange(count, dtype=np.int64)[:, None, None]
-    return base + step * _ishikawa(costs, arcs, backend, stats)
+    return base + step * _ishikawa(costs, arcs, backend, stats, callback)
 
 
 def _pyramid_step(ndisp: int, label_step: Any) -> int:
@@ -879,9 +919,14 @@ def _ishikawa_pyramid(
     step = _pyramid_step(ndisp, label_step)
     solver: list = []
     total = step.bit_length()  # levels
+
+    def watch(done: int) -> Any:
+        # while a level's CPU cut runs: the progress of the levels before it
+        return None if callback is None else (lambda _d, _t: callback(done, total))
+
     if step == 1:  # the window costs of step 1 are the costs themselves
         levels = [(1, ndisp)]
-        d = _ishikawa(cost, w, backend, solver)
+        d = _ishikawa(cost, w, backend, solver, watch(0))
         if callback is not None:
             callback(1, 1)
     else:
@@ -896,7 +941,16 @@ def _ishikawa_pyramid(
         levels = [(step, (ndisp - 1) // step + 1)]
         d = xp.zeros((m, n), np.int64)
         d = _window_cut(
-            c, w, d, step, levels[0][1], backend, solver, prefix, PYRAMID_SLOPE_DIV
+            c,
+            w,
+            d,
+            step,
+            levels[0][1],
+            backend,
+            solver,
+            prefix,
+            PYRAMID_SLOPE_DIV,
+            callback=watch(0),
         )
         if callback is not None:
             callback(1, total)
@@ -904,7 +958,10 @@ def _ishikawa_pyramid(
         while t > 1:
             t //= 2
             levels.append((t, 3))
-            d = _window_cut(c, w, d - t, t, 3, backend, solver, prefix)
+            done = len(levels) - 1
+            d = _window_cut(
+                c, w, d - t, t, 3, backend, solver, prefix, callback=watch(done)
+            )
             if callback is not None:
                 callback(len(levels), total)
     if stats is not None:
@@ -1158,9 +1215,11 @@ def stereo_disparity(
         46340]``; census radius at most 3 on the GPU).
     callback : callable, optional
         Progress: called as ``callback(done, total)`` after each move (expansion) or
-        the cut (Ishikawa); ``done == total`` at the end. While the CPU's single
-        Ishikawa cut runs, ``callback(0, 1)`` every quarter second: an exception it
-        raises (a cancel) stops the cut and is raised to the caller.
+        the cut (Ishikawa); ``done == total`` at the end. With the Ishikawa methods,
+        the progress so far is also reported again about every quarter second while
+        the cost volume is built (``(0, total)``) and while a CPU cut runs: an
+        exception the callback raises (a cancel) stops the work and is raised to the
+        caller.
 
     Returns
     -------
@@ -1211,6 +1270,12 @@ def stereo_disparity(
     backend = resolve_backend(backend, left, right)
     xp = _xp(backend)
     lp, rp = _check_pair(left, right, xp)
+    watch = None  # the Ishikawa methods: the volume reports (0, levels) now and then
+    if callback is not None and method in _ISHIKAWA_METHODS:
+        levels = 1
+        if method == "ishikawa_pyramid":
+            levels = _pyramid_step(max_disparity + 1, label_step).bit_length()
+        watch = _every(_WATCH_S, lambda _d, _t: callback(0, levels))
     cost = stereo_cost_volume(
         lp,
         rp,
@@ -1218,6 +1283,7 @@ def stereo_disparity(
         census_radius=census_radius,
         window=window,
         backend=backend,
+        callback=watch,
     )
     scale = {"cost_scale": cost_scale}
     c = _quantised(cost, cost_scale, xp, "the matching costs", scale)
