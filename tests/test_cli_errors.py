@@ -496,6 +496,21 @@ class _Tty:
         return "".join(self.parts)
 
 
+def test_interrupt_is_a_line_and_status_130(monkeypatch, capsys, tmp_path):
+    # Ctrl-C during the work (the Ishikawa cuts now stop for it within a second):
+    # "interrupted" and the shell's status for SIGINT, no traceback, no output file
+    import vision_cuts.segmentation as seg
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(seg, "grabcut", interrupted)
+    out = tmp_path / "mask.png"
+    assert main(["segment", "coffee", "-o", str(out)]) == 130
+    assert capsys.readouterr().err.endswith("interrupted\n")
+    assert not out.exists()
+
+
 def test_progress_bar_and_log_lines(monkeypatch, capsys):
     import logging
 

@@ -774,6 +774,12 @@ def main(argv: list[str] | None = None) -> int:
         # bad input the commands did not catch themselves, a backend that cannot
         # run (``--backend gpu`` without a GPU), a problem too large for the GPU
         raise cli_error(exc) from None
+    except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback; the shell's status
+        if _Progress.line_open:
+            sys.stderr.write("\n")
+            _Progress.line_open = False
+        sys.stderr.write("interrupted\n")
+        return 130
     except BrokenPipeError:  # the reader of standard output left (``| head``): end
         # quietly, as other tools do, and keep the interpreter's last flush quiet too
         devnull = os.open(os.devnull, os.O_WRONLY)
