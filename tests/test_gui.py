@@ -712,3 +712,55 @@ def test_next_job_waits_for_a_cancelled_solve_visibly(window, qtbot, rng, monkey
         backend="cpu",
     )
     np.testing.assert_array_equal(tab.disparity, ref)
+
+
+def test_cancel_stops_a_cpu_ishikawa_cut(window, qtbot, rng, monkeypatch):
+    # the plain Ishikawa method is one cut: Cancel now stops it (the search starts
+    # here only once its stop flag is set, so it must stop, not finish), and the next
+    # job runs at once
+    import threading
+    import time
+
+    import vision_cuts._maxflow_cpu as cpu
+
+    real = cpu.maxflow_grid_cpu
+    first = threading.Event()
+    seen = []
+
+    def search_after_the_cancel(*args, stop=cpu.NO_STOP, **kw):
+        if not first.is_set():
+            first.set()
+            for _ in range(20_000):
+                if stop[0]:
+                    break
+                time.sleep(0.001)
+        try:
+            return real(*args, stop=stop, **kw)
+        except cpu.SolveStopped:
+            seen.append("stopped")
+            raise
+
+    monkeypatch.setattr(cpu, "maxflow_grid_cpu", search_after_the_cancel)
+    window.show_tab("stereo")
+    tab = window.stereo
+    tab.method_box.setCurrentText("ishikawa")
+    tab.set_pair(*_pair(rng, 40), "cancelled")
+    tab.scale_box.setCurrentText("full size")
+    tab.max_disp.setValue(4)
+    tab.compute()
+    qtbot.waitUntil(first.is_set, timeout=TIMEOUT_MS)
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.cancel()
+    assert done.args == ["cancelled"]
+    qtbot.waitUntil(lambda: seen == ["stopped"], timeout=TIMEOUT_MS)
+
+    left, right = _pair(rng, 20)
+    tab.set_pair(left, right, "next")
+    tab.scale_box.setCurrentText("full size")
+    with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
+        tab.compute()
+    assert done.args == ["done"]
+    ref = vision_cuts.stereo_disparity(
+        left, right, max_disparity=4, method="ishikawa", backend="cpu"
+    )
+    np.testing.assert_array_equal(tab.disparity, ref)
