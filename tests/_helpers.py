@@ -372,3 +372,35 @@ def check_rows_count(stats: dict) -> None:
     bids early at most once a round each."""
     assert sum(stats["count_off"]) <= 4, stats
     assert stats["stall_exits"] <= stats["warps"] * (sum(stats["count_off"]) + 1), stats
+
+
+def gate_cpu_search_on_its_stop(monkeypatch, *, once: bool = False):
+    """Make the CPU grid search start only once its stop flag is set, so that a
+    cancelled search must stop, not finish (``once``: the first search only; later
+    ones run as usual). Returns the list that records a ``"stopped"`` for each
+    search that raised :class:`SolveStopped`, and an event set when the first
+    search starts waiting."""
+    import threading
+    import time
+
+    import vision_cuts._maxflow_cpu as cpu
+
+    real = cpu.maxflow_grid_cpu
+    waiting = threading.Event()
+    seen: list = []
+
+    def search(*args, stop=cpu.NO_STOP, **kw):
+        if not (once and waiting.is_set()):
+            waiting.set()
+            for _ in range(20_000):  # at most 20 s
+                if stop[0]:
+                    break
+                time.sleep(0.001)
+        try:
+            return real(*args, stop=stop, **kw)
+        except cpu.SolveStopped:
+            seen.append("stopped")
+            raise
+
+    monkeypatch.setattr(cpu, "maxflow_grid_cpu", search)
+    return seen, waiting

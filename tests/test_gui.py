@@ -718,29 +718,9 @@ def test_cancel_stops_a_cpu_ishikawa_cut(window, qtbot, rng, monkeypatch):
     # the plain Ishikawa method is one cut: Cancel now stops it (the search starts
     # here only once its stop flag is set, so it must stop, not finish), and the next
     # job runs at once
-    import threading
-    import time
+    from _helpers import gate_cpu_search_on_its_stop
 
-    import vision_cuts._maxflow_cpu as cpu
-
-    real = cpu.maxflow_grid_cpu
-    first = threading.Event()
-    seen = []
-
-    def search_after_the_cancel(*args, stop=cpu.NO_STOP, **kw):
-        if not first.is_set():
-            first.set()
-            for _ in range(20_000):
-                if stop[0]:
-                    break
-                time.sleep(0.001)
-        try:
-            return real(*args, stop=stop, **kw)
-        except cpu.SolveStopped:
-            seen.append("stopped")
-            raise
-
-    monkeypatch.setattr(cpu, "maxflow_grid_cpu", search_after_the_cancel)
+    seen, first = gate_cpu_search_on_its_stop(monkeypatch, once=True)
     window.show_tab("stereo")
     tab = window.stereo
     tab.method_box.setCurrentText("ishikawa")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -50,7 +49,8 @@ def test_ishikawa_equals_brute_force(rng, shape):
 def test_ishikawa_cpu_cut_is_watched_and_stops(rng, monkeypatch):
     # with a callback, the CPU's single Ishikawa cut runs on a thread of its own
     # while the callback is called with (0, 1); the same disparities as unwatched
-    import vision_cuts._maxflow_cpu as cpu
+    from _helpers import gate_cpu_search_on_its_stop
+
     import vision_cuts.stereo as st
 
     monkeypatch.setattr(st, "_WATCH_S", 0.001)
@@ -87,27 +87,13 @@ def test_ishikawa_cpu_cut_is_watched_and_stops(rng, monkeypatch):
 
     # a callback that raises (the GUI's cancel) stops the search: the search starts
     # only once the stop flag is set here, so it must stop, not finish
-    real = cpu.maxflow_grid_cpu
-    seen = []
-
-    def search_after_the_cancel(*args, stop, **kw):
-        for _ in range(10_000):
-            if stop[0]:
-                break
-            time.sleep(0.001)
-        try:
-            return real(*args, stop=stop, **kw)
-        except cpu.SolveStopped:
-            seen.append("stopped")
-            raise
-
     class Cancel(Exception):
         pass
 
     def cancel(done, total):
         raise Cancel
 
-    monkeypatch.setattr(cpu, "maxflow_grid_cpu", search_after_the_cancel)
+    seen, _ = gate_cpu_search_on_its_stop(monkeypatch)
     with pytest.raises(Cancel):
         solve_disparity(cost, w, method="ishikawa", backend="cpu", callback=cancel)
     with pytest.raises(Cancel):

@@ -101,12 +101,12 @@ def _dimmed(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
     img = image if image.ndim == 3 else np.stack([image] * 3, axis=-1)
     img = img[..., :3]
-    m = mask.astype(bool)
+    m = np.ascontiguousarray(mask, dtype=bool)  # no copy of a boolean mask
     if img.dtype == np.uint8 and img.shape[-1] == 3:
         # the float formula below by a table, and the object copied back by OpenCV:
         # the same values in a tenth of the time on large pictures
         img = np.ascontiguousarray(img)
-        return cv2.copyTo(img, m.astype(np.uint8), cv2.LUT(img, _DIM))
+        return cv2.copyTo(img, m.view(np.uint8), cv2.LUT(img, _DIM))
     f = img.astype(np.float32)
     out = f * 0.3
     out[m] = f[m]
@@ -119,9 +119,10 @@ def overlay(
     """RGB picture: background dimmed, object contour, box and scribbles drawn."""
     import cv2
 
-    out = _dimmed(image, mask)
+    m = np.ascontiguousarray(mask, dtype=bool)  # once, for the base and the contour
+    out = _dimmed(image, m)
     contours, _ = cv2.findContours(
-        mask.astype(bool).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
+        m.view(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE
     )
     cv2.drawContours(out, contours, -1, (255, 230, 0), 2)
     if rect is not None:  # the box's part inside the picture (as grabcut clips it)
