@@ -138,12 +138,30 @@ def test_cost_volume_progress_and_cancel(rng, monkeypatch):
             callback=lambda *a: calls.append(a),
         )
         assert calls[:10] == [(0, levels)] * 10 and calls[-1] == (levels, levels)
-    # the expansion's progress keeps its one report a move (no repeats)
+    # the expansion reports (0, its moves) while the volume is built, then one
+    # report a move
     calls.clear()
     stereo_disparity(
         left, right, max_disparity=9, backend="cpu", callback=lambda *a: calls.append(a)
     )
-    assert calls[0] == (1, calls[0][1])
+    moves = 10 * 5  # 10 labels, max_cycles 5 (the default)
+    assert calls[:10] == [(0, moves)] * 10 and calls[10] == (1, moves)
+    assert calls[-1] == (moves, moves)
+    for mpc, per_cycle in ((3, 12), (4, 12), (10, 10)):  # groups of equal size
+        calls.clear()
+        stereo_disparity(
+            left, right, max_disparity=9, backend="cpu", moves_per_cut=mpc,
+            max_cycles=2, callback=lambda *a: calls.append(a),
+        )  # fmt: skip
+        assert calls[:10] == [(0, 2 * per_cycle)] * 10
+        assert calls[-1] == (2 * per_cycle, 2 * per_cycle)
+    monkeypatch.setattr(st, "_WATCH_S", 60.0)  # a short volume: no report
+    calls.clear()
+    stereo_disparity(
+        left, right, max_disparity=9, backend="cpu", callback=lambda *a: calls.append(a)
+    )
+    assert calls[0] == (1, moves)
+    monkeypatch.setattr(st, "_WATCH_S", 0.0)
 
     class Cancel(Exception):
         pass
@@ -155,11 +173,12 @@ def test_cost_volume_progress_and_cancel(rng, monkeypatch):
         raise AssertionError("the solve ran after a cancel in the cost volume")
 
     monkeypatch.setattr(st, "solve_disparity", never)
-    with pytest.raises(Cancel):
-        stereo_disparity(
-            left, right, max_disparity=9, method="ishikawa", backend="cpu",
-            callback=cancel,
-        )  # fmt: skip
+    for method in ("ishikawa", "expansion"):
+        with pytest.raises(Cancel):
+            stereo_disparity(
+                left, right, max_disparity=9, method=method, backend="cpu",
+                callback=cancel,
+            )  # fmt: skip
 
 
 def test_ishikawa_single_column_is_argmin(rng):
@@ -1441,6 +1460,9 @@ def test_expansion_progress_ends_once_at_the_total(backend, max_cycles):
     )  # fmt: skip
     total = calls[-1][1]
     assert total == max_cycles * 7 and calls[-1] == (total, total)  # labels 0..6
+    # a cost volume that ran a quarter second reports (0, total) first
+    while calls[0] == (0, total):
+        del calls[0]
     done = [d for d, _ in calls]
     assert done == list(range(1, len(done))) + [total]
     assert done.count(total) == 1 and all(t == total for _, t in calls)

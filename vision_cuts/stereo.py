@@ -674,10 +674,10 @@ def _ishikawa(
 _WATCH_S = 0.25
 
 
-def _every(seconds: float, callback: Any) -> Any:
+def _every(seconds: float, callback: Any, first: bool = True) -> Any:
     """``callback`` called at most once every ``seconds`` (the first call goes
-    through)."""
-    last = [-np.inf]
+    through; with ``first=False`` only a call ``seconds`` after this one does)."""
+    last = [-np.inf if first else time.perf_counter()]
 
     def call(done: int, total: int) -> None:
         now = time.perf_counter()
@@ -1215,11 +1215,11 @@ def stereo_disparity(
         46340]``; census radius at most 3 on the GPU).
     callback : callable, optional
         Progress: called as ``callback(done, total)`` after each move (expansion) or
-        the cut (Ishikawa); ``done == total`` at the end. With the Ishikawa methods,
-        the progress so far is also reported again about every quarter second while
-        the cost volume is built (``(0, total)``) and while a CPU cut runs: an
-        exception the callback raises (a cancel) stops the work and is raised to the
-        caller.
+        the cut (Ishikawa); ``done == total`` at the end. The progress so far is
+        also reported again about every quarter second while the cost volume is
+        built (``(0, total)``; with the expansion only once it has run that long)
+        and, with the Ishikawa methods, while a CPU cut runs: an exception the
+        callback raises (a cancel) stops the work and is raised to the caller.
 
     Returns
     -------
@@ -1266,16 +1266,25 @@ def stereo_disparity(
     check_number(lam, "lam", low=0)
     check_number(cost_scale, "cost_scale", low=0, above=True)
     check_int(window, "window", 1, _MAX_WINDOW)
-    _check_run(max_cycles, tol, callback)
+    max_cycles, _ = _check_run(
+        max_cycles, tol, callback, 1 if moves_per_cut is None else moves_per_cut
+    )
     backend = resolve_backend(backend, left, right)
     xp = _xp(backend)
     lp, rp = _check_pair(left, right, xp)
-    watch = None  # the Ishikawa methods: the volume reports (0, levels) now and then
+    watch = None  # while the volume is built: (0, total) now and then
     if callback is not None and method in _ISHIKAWA_METHODS:
         levels = 1
         if method == "ishikawa_pyramid":
             levels = _pyramid_step(max_disparity + 1, label_step).bit_length()
         watch = _every(_WATCH_S, lambda _d, _t: callback(0, levels))
+    elif callback is not None:  # the expansion: only a volume that runs that long
+        if moves_per_cut is None:
+            moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
+        from ._stereo_gpu import label_groups  # the moves of a cycle
+
+        total = max_cycles * label_groups(max_disparity + 1, moves_per_cut).size
+        watch = _every(_WATCH_S, lambda _d, _t: callback(0, total), first=False)
     cost = stereo_cost_volume(
         lp,
         rp,
