@@ -108,6 +108,79 @@ def test_ishikawa_cpu_cut_is_watched_and_stops(rng, monkeypatch):
     assert seen == ["stopped", "stopped"]
 
 
+def _census_bits(gray, radius):
+    """Census strings as a (M, N, K) bool array (edge pixels repeated)."""
+    m, n = gray.shape
+    pad = np.pad(gray, radius, mode="edge")
+    bits = []
+    for dy in range(-radius, radius + 1):
+        for dx in range(-radius, radius + 1):
+            if (dy, dx) != (0, 0):
+                nb = pad[radius + dy : radius + dy + m, radius + dx : radius + dx + n]
+                bits.append(nb < gray)
+    return np.stack(bits, axis=-1)
+
+
+def _cost_volume_numpy(left, right, ndisp, radius, trunc, weight, window):
+    """stereo_cost_volume's formula in whole-array NumPy (float32 (M, N, C) images
+    as _check_pair gives them), clipped as the function clips."""
+    from scipy import ndimage
+
+    n = left.shape[1]
+    cl = _census_bits(left.mean(axis=-1), radius)
+    cr = _census_bits(right.mean(axis=-1), radius)
+    cost = np.empty((ndisp, *left.shape[:2]), dtype=np.float32)
+    for d in range(ndisp):
+        idx = np.maximum(np.arange(n) - d, 0)
+        ad = np.abs(left - right[:, idx]).mean(axis=-1)
+        c = np.minimum(ad, trunc) / trunc
+        if weight:
+            c = c + weight * np.count_nonzero(cl != cr[:, idx], axis=-1) / cl.shape[-1]
+        if window > 1:
+            c = ndimage.uniform_filter(c, size=window, mode="nearest")
+        cost[d] = c
+    return np.clip(cost, 0, 1 + weight)
+
+
+@pytest.mark.parametrize(
+    ("channels", "dtype", "radius", "trunc", "weight", "window"),
+    [
+        (3, np.uint8, 2, 20.0, 1.0, 3),
+        (0, np.uint8, 1, 7.3, 0.37, 1),
+        (3, np.float32, 3, 100.0, 2.0, 4),  # sums whose order shows
+        (3, np.float32, 1, 300.0, 0.0, 1),
+        (1, np.float32, 2, 0.1, 1.0, 2),  # every pixel at the truncation
+        (3, np.float64, 4, 255.0, 1.0, 5),  # 80 census bits: two words
+        (3, np.uint16, 2, 20.0, 0.0, 3),  # no census: float32 planes
+        (4, np.uint8, 5, 33.0, 1.0, 2),  # 120 bits
+    ],
+)
+def test_cpu_cost_volume_is_the_numpy_formula(
+    rng, channels, dtype, radius, trunc, weight, window
+):
+    # the numba planes give the whole-array NumPy formula bit for bit
+    from vision_cuts.stereo import _check_pair
+
+    for m, n in ((23, 31), (40, 9), (1, 12)):
+        shape = (m, n, channels) if channels else (m, n)
+        if dtype != np.float64 and np.dtype(dtype).kind == "f":
+            left = rng.random(shape).astype(dtype)
+            right = rng.random(shape).astype(dtype)
+        else:
+            top = 256 if dtype != np.uint16 else 65536
+            left = rng.integers(0, top, shape).astype(dtype)
+            right = np.roll(left, -2, axis=1)
+            right[:, :3] = rng.integers(0, top, right[:, :3].shape)
+        ndisp = min(n - 1, 8) + 1
+        got = stereo_cost_volume(
+            left, right, ndisp - 1, census_radius=radius, ad_truncation=trunc,
+            census_weight=weight, window=window, backend="cpu",
+        )  # fmt: skip
+        lp, rp = _check_pair(left, right, np)
+        want = _cost_volume_numpy(lp, rp, ndisp, radius, trunc, weight, window)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_cost_volume_progress_and_cancel(rng, monkeypatch):
     # the CPU volume reports each disparity's plane; with the Ishikawa methods
     # stereo_disparity passes that on as (0, total) now and then, so that a cancel

@@ -248,20 +248,6 @@ def _check_smoothness(smoothness: Any, method: str) -> str:
 
 
 # ---------------------------------------------------------------------- cost volume
-def _census(gray: np.ndarray, radius: int) -> np.ndarray:
-    """Census bit strings of a (radius*2+1)^2 window, as a (M, N, K) bool array."""
-    m, n = gray.shape
-    pad = np.pad(gray, radius, mode="edge")
-    bits = []
-    for dy in range(-radius, radius + 1):
-        for dx in range(-radius, radius + 1):
-            if dy == 0 and dx == 0:
-                continue
-            nb = pad[radius + dy : radius + dy + m, radius + dx : radius + dx + n]
-            bits.append(nb < gray)
-    return np.stack(bits, axis=-1)
-
-
 def stereo_cost_volume(
     left: Any,
     right: Any,
@@ -396,19 +382,20 @@ def _cost_volume_cpu(
     window,
     callback=None,
 ):
+    from ._stereo_cpu import census_words, plane_costs
+
     census_radius = _check_census_radius(census_radius, "cpu")
     m, n = left.shape[:2]
     ndisp = max_disparity + 1
-    cl = _census(left.mean(axis=-1), census_radius)
-    cr = _census(right.mean(axis=-1), census_radius)
-    k = cl.shape[-1]
+    left = np.ascontiguousarray(left, dtype=np.float32)
+    right = np.ascontiguousarray(right, dtype=np.float32)
+    cl = census_words(left.mean(axis=-1), census_radius)
+    cr = census_words(right.mean(axis=-1), census_radius)
+    k = (2 * census_radius + 1) ** 2 - 1
     cost = np.empty((ndisp, m, n), dtype=np.float32)
     for d in range(ndisp):
-        idx = np.maximum(np.arange(n) - d, 0)
-        ad = np.abs(left - right[:, idx]).mean(axis=-1)
-        c = np.minimum(ad, ad_truncation) / ad_truncation
-        if census_weight:
-            c = c + census_weight * np.count_nonzero(cl != cr[:, idx], axis=-1) / k
+        # the NumPy definition, bit for bit: see _stereo_cpu
+        c = plane_costs(left, right, cl, cr, k, d, ad_truncation, census_weight)
         if window > 1:
             c = ndimage.uniform_filter(c, size=window, mode="nearest")
         cost[d] = c
@@ -575,12 +562,14 @@ def _expansion(
 
     ndisp = int(cost.shape[0])
     d = np.arange(ndisp)
+    if init is None:  # each pixel's cheapest label, along the volume's first axis
+        init = np.argmin(cost, axis=0)  # (4x quicker than along a moved axis)
     result = minimize_labels(
         np.moveaxis(np.asarray(cost, dtype=np.int64), 0, -1),
         _vmat(d[:, None], d[None, :], kind, trunc),
         weights=w,
         method="expansion",
-        init=None if init is None else np.asarray(init, dtype=np.int64),
+        init=np.asarray(init, dtype=np.int64),
         max_cycles=max_cycles,
         tol=tol,
         callback=callback,
