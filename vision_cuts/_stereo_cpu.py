@@ -22,11 +22,11 @@ from ._optical_flow_cpu import _popcount
 __all__ = ["census_words", "plane_costs"]
 
 
-@nb.njit(cache=True, nogil=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def _pack(gray, radius, words):
     m, n = gray.shape
     nw = words.shape[2]
-    for y in nb.prange(m):
+    for y in range(m):
         for x in range(n):
             for w in range(nw):
                 words[y, x, w] = 0
@@ -53,12 +53,12 @@ def census_words(gray: np.ndarray, radius: int) -> np.ndarray:
     return words
 
 
-@nb.njit(cache=True, nogil=True, parallel=True)
+@nb.njit(cache=True, nogil=True)
 def _plane(left, right, cl, cr, d, trunc, weight, k, out):
     m, n, ch = left.shape
     nw = cl.shape[2]
     count = np.float32(ch)
-    for y in nb.prange(m):
+    for y in range(m):
         for x in range(n):
             xr = max(x - d, 0)
             s = np.float32(0.0)
