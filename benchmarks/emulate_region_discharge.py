@@ -48,6 +48,19 @@ def _step(u, k, nx, ny, dy, dx):
     return y * nx + x
 
 
+@numba.njit(cache=True, inline="always")
+def _out(u, k, cap, nx, ny, dy, dx, y0, y1, x0, x1):
+    """The node outside the region that u's open arc of plane k reaches, else -1."""
+    if cap[k, u] <= 0:
+        return -1
+    v = _step(u, k, nx, ny, dy, dx)
+    if v < 0:
+        return -1
+    if y0 <= v // nx < y1 and x0 <= v % nx < x1:
+        return -1
+    return v
+
+
 @numba.njit(cache=True)
 def _exit_cap(u, stage, cap, tcap, d, K, nx, ny, dy, dx, y0, y1, x0, x1):
     """(plane, capacity) of u's first open exit of this stage: the sink arc
@@ -58,16 +71,8 @@ def _exit_cap(u, stage, cap, tcap, d, K, nx, ny, dy, dx, y0, y1, x0, x1):
             return -1, tcap[u]
         return -2, 0
     for k in range(K):
-        if cap[k, u] <= 0:
-            continue
-        v = _step(u, k, nx, ny, dy, dx)
-        if v < 0:
-            continue
-        vy = v // nx
-        vx = v % nx
-        if y0 <= vy < y1 and x0 <= vx < x1:
-            continue
-        if d[v] == stage:
+        v = _out(u, k, cap, nx, ny, dy, dx, y0, y1, x0, x1)
+        if v >= 0 and d[v] == stage:
             return k, cap[k, u]
     return -2, 0
 
@@ -223,16 +228,8 @@ def _region_relabel(y0, y1, x0, x1, cap, tcap, d, K, nx, ny, dy, dx):
                 continue
             best = DINF
             for k in range(K):
-                if cap[k, u] <= 0:
-                    continue
-                v = _step(u, k, nx, ny, dy, dx)
-                if v < 0:
-                    continue
-                vy = v // nx
-                vx = v % nx
-                if y0 <= vy < y1 and x0 <= vx < x1:
-                    continue
-                if d[v] < DINF and d[v] + 1 < best:
+                v = _out(u, k, cap, nx, ny, dy, dx, y0, y1, x0, x1)
+                if v >= 0 and d[v] < DINF and d[v] + 1 < best:
                     best = d[v] + 1
             val[ly * w + lx] = best
     order = np.argsort(val, kind="mergesort")
@@ -346,16 +343,8 @@ def discharge(y0, y1, x0, x1, cap, tcap, ex, d, K, nx, ny, dy, dx, ctr):
             for x in range(x0, x1):
                 u = y * nx + x
                 for k in range(K):
-                    if cap[k, u] <= 0:
-                        continue
-                    v = _step(u, k, nx, ny, dy, dx)
-                    if v < 0:
-                        continue
-                    vy = v // nx
-                    vx = v % nx
-                    if y0 <= vy < y1 and x0 <= vx < x1:
-                        continue
-                    if lo <= d[v] < nxt:
+                    v = _out(u, k, cap, nx, ny, dy, dx, y0, y1, x0, x1)
+                    if v >= 0 and lo <= d[v] < nxt:
                         nxt = d[v]
         if nxt >= DINF:
             break

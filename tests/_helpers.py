@@ -404,3 +404,18 @@ def gate_cpu_search_on_its_stop(monkeypatch, *, once: bool = False):
 
     monkeypatch.setattr(cpu, "maxflow_grid_cpu", search)
     return seen, waiting
+
+
+def load_benchmark(name: str):
+    """The script ``benchmarks/<name>.py`` as a module (registered under ``name``,
+    where numba's cache finds its functions)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -7,27 +7,18 @@ here, and its minimum cut (the nodes the last BFS reaches) against the flow.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _helpers import load_benchmark
 
 from vision_cuts import grid_graph
 from vision_cuts._maxflow_cpu import maxflow_grid_cpu
 from vision_cuts.datasets import synthetic
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "emulate_grid_gpu.py"
-
 
 @pytest.fixture(scope="module")
 def emu():
-    spec = importlib.util.spec_from_file_location("emulate_grid_gpu", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # numba's cache finds the functions by module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("emulate_grid_gpu")
 
 
 def _graph(rng, shape, **kw):

@@ -8,27 +8,17 @@ cut by the grid's edge), with and without the global relabels.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _helpers import load_benchmark
 
 from vision_cuts._maxflow_cpu import maxflow_grid_cpu
 from vision_cuts.grid import neighbour_offsets
 
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-_PATH = _BENCH / "emulate_region_discharge.py"
-
 
 @pytest.fixture(scope="module")
 def ard():
-    spec = importlib.util.spec_from_file_location("emulate_region_discharge", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # numba's cache finds the functions by module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("emulate_region_discharge")
 
 
 def _random_grid(rng, shape, planes, high=60):

@@ -8,22 +8,16 @@ checked here on hand-made runs whose answers are worked out by hand.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _helpers import load_benchmark
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "push_tile_times.py"
 US = 1000  # ns
 
 
 @pytest.fixture(scope="module")
 def ptt():
-    spec = importlib.util.spec_from_file_location("push_tile_times", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("push_tile_times")
 
 
 def _runs(rows):
