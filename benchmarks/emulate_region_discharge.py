@@ -61,6 +61,20 @@ def _out(u, k, cap, nx, ny, dy, dx, y0, y1, x0, x1):
     return v
 
 
+@numba.njit(cache=True, inline="always")
+def _inside_from(v, k, cap, nx, ny, dy, dx, y0, y1, x0, x1):
+    """The local index of the node u inside the region whose open arc of plane k
+    reaches v (u + e_k = v), else -1."""
+    u = _step(v, k ^ 1, nx, ny, dy, dx)
+    if u < 0 or cap[k, u] <= 0:
+        return -1
+    uy = u // nx
+    ux = u % nx
+    if not (y0 <= uy < y1 and x0 <= ux < x1):
+        return -1
+    return (uy - y0) * (x1 - x0) + ux - x0
+
+
 @numba.njit(cache=True)
 def _exit_cap(u, stage, cap, tcap, d, K, nx, ny, dy, dx, y0, y1, x0, x1):
     """(plane, capacity) of u's first open exit of this stage: the sink arc
@@ -117,20 +131,13 @@ def _augment(stage, y0, y1, x0, x1, cap, tcap, ex, d, K, nx, ny, dy, dx, ctr):
             if ex[v] > 0:
                 reached = True
             for k in range(K):
-                u = _step(v, k ^ 1, nx, ny, dy, dx)  # u + e_k = v
-                if u < 0:
-                    continue
-                uy = u // nx
-                ux = u % nx
-                if not (y0 <= uy < y1 and x0 <= ux < x1):
-                    continue
-                lu = (uy - y0) * w + ux - x0
-                if dist[lu] != UNSET or cap[k, u] <= 0:
+                lu = _inside_from(v, k, cap, nx, ny, dy, dx, y0, y1, x0, x1)
+                if lu < 0 or dist[lu] != UNSET:
                     continue
                 dist[lu] = dv + 1
                 if dv + 1 > deepest:
                     deepest = dv + 1
-                queue[qt] = u
+                queue[qt] = (y0 + lu // w) * nx + x0 + lu % w
                 qt += 1
         ctr[2] += qt
         ctr[4] += deepest
@@ -252,15 +259,8 @@ def _region_relabel(y0, y1, x0, x1, cap, tcap, d, K, nx, ny, dy, dx):
             qh += 1
             v = (y0 + lv // w) * nx + x0 + lv % w
             for k in range(K):
-                u = _step(v, k ^ 1, nx, ny, dy, dx)
-                if u < 0:
-                    continue
-                uy = u // nx
-                ux = u % nx
-                if not (y0 <= uy < y1 and x0 <= ux < x1):
-                    continue
-                lu = (uy - y0) * w + ux - x0
-                if lab[lu] != DINF or cap[k, u] <= 0:
+                lu = _inside_from(v, k, cap, nx, ny, dy, dx, y0, y1, x0, x1)
+                if lu < 0 or lab[lu] != DINF:
                     continue
                 lab[lu] = level
                 queue[qt] = lu
