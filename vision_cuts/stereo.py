@@ -100,6 +100,15 @@ _MAX_WINDOW = 46340
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+def _moves_per_cut(moves_per_cut: Any, backend: str) -> Any:
+    """``moves_per_cut`` with its default for ``backend`` where it is None."""
+    if moves_per_cut is None:
+        return GPU_MOVES_PER_CUT if backend == "gpu" else 1
+    return moves_per_cut
+
+
 def _xp(backend: str) -> Any:
     if backend == "gpu":
         import cupy
@@ -1067,8 +1076,7 @@ def solve_disparity(
     if not (hasattr(cost, "shape") and hasattr(weights, "shape")):
         raise TypeError("cost and weights must be arrays")
     _check_truncation(truncation)
-    if moves_per_cut is None:
-        moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
+    moves_per_cut = _moves_per_cut(moves_per_cut, backend)
     from .multilabel import _check_run
 
     max_cycles, tol = _check_run(max_cycles, tol, callback, moves_per_cut)
@@ -1268,11 +1276,10 @@ def stereo_disparity(
             levels = _pyramid_step(max_disparity + 1, label_step).bit_length()
         watch = _every(_WATCH_S, lambda _d, _t: callback(0, levels))
     elif callback is not None:  # the expansion: only a volume that runs that long
-        if moves_per_cut is None:
-            moves_per_cut = GPU_MOVES_PER_CUT if backend == "gpu" else 1
         from ._stereo_gpu import label_groups  # the moves of a cycle
 
-        total = max_cycles * label_groups(max_disparity + 1, moves_per_cut).size
+        per_cut = _moves_per_cut(moves_per_cut, backend)
+        total = max_cycles * label_groups(max_disparity + 1, per_cut).size
         watch = _every(_WATCH_S, lambda _d, _t: callback(0, total), first=False)
     cost = stereo_cost_volume(
         lp,
