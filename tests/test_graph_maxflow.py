@@ -128,16 +128,18 @@ def test_float_capacities_need_scale():
 
 def test_a_bool_sparse_graph_names_no_missing_parameter():
     """maximum_flow of a bool sparse matrix said "(or float with scale=)", a
-    parameter maximum_flow does not have; the hint now names the function that
-    has it."""
+    parameter maximum_flow does not have; a bool graph is now told to convert to
+    integers (a scale is for floats), naming the argument it has."""
     import scipy.sparse as sp
 
     m = sp.csr_matrix(np.array([[0, 1], [0, 0]], bool))
-    with pytest.raises(TypeError, match=r"got bool\. Convert graph with "
-                       r"flow_graph_from_sparse\(graph, scale="):  # fmt: skip
-        maximum_flow(m, 0, 1, backend="cpu")
-    with pytest.raises(TypeError, match=r"got bool\. Pass scale="):
-        flow_graph([0], [1], np.array([True]))
+    with pytest.raises(TypeError, match=r"graph must have an integer or floating "
+                       r"dtype, got bool: convert it to integers first \(graph\.astype"):
+        maximum_flow(m, 0, 1, backend="cpu")  # fmt: skip
+    with pytest.raises(TypeError, match=r"got bool: convert it to integers first "
+                       r"\(capacities\.astype\(int\) makes True a capacity of 1\)"):
+        flow_graph([0], [1], np.array([True]))  # fmt: skip
+    assert maximum_flow(m.astype(int), 0, 1, backend="cpu").value == 1
 
 
 def test_bad_inputs():
@@ -943,6 +945,11 @@ def test_integer_scale_beyond_float_precision():
          r"given holds"),
         (lambda: flow_graph([2**64], [1], [1]), TypeError,
          r"tails must have an integer dtype, got object \(the list given holds"),
+        (lambda: flow_graph(None, [1], [1]), TypeError,
+         r"tails must be a 1-D array of integers, got None"),
+        (lambda: flow_graph([0, 1], [1, 2], np.array([True, True])), TypeError,
+         r"capacities must have an integer or floating dtype, got bool: convert it "
+         r"to integers first"),
         (lambda: genrmf_graph(2, 2, seed=-1), ValueError, r"seed must be None, an"),
         (lambda: washington_rlg_graph(3, 2, seed="x"), TypeError, r"seed must be None"),
         (lambda: maximum_flow(flow_graph([0], [1], [1]), 0, 1,

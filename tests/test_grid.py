@@ -799,3 +799,30 @@ def test_energy_of_big_endian_arrays(dtype, shape):
         assert got.constant == want.constant
     labels = segment(u.astype(dtype), w.astype(dtype), backend="cpu")
     np.testing.assert_array_equal(labels, segment(u, w, backend="cpu"))
+
+
+def test_rounding_that_breaks_submodularity_says_so():
+    """Each float term is rounded on its own: a small positive B + C - A - D may
+    round below 0. The error says it came from the rounding (a larger scale keeps the
+    sign), where the energy's own terms say nothing of scale."""
+    u = np.zeros((1, 2, 2))
+    pw = np.array([[0.6, 0.4], [0.4, 0.1]])  # B + C - A - D = 0.1
+    with pytest.raises(NonSubmodularError, match=r"< 0 after rounding with scale=1 "
+                       r"\(each term is rounded on its own"):
+        grid_energy(u, pw, scale=1)
+    assert grid_energy(u, pw, scale=10).edges.max() == 1
+    with pytest.raises(NonSubmodularError) as info:
+        grid_energy(u.astype(int), np.array([[0, -1], [-2, 0]]))
+    assert "rounding" not in str(info.value)
+
+
+def test_labels_and_python_integers_errors_name_the_parameter():
+    energy = grid_energy(np.zeros((2, 3, 2), int), weights=np.ones((2, 2, 3), int))
+    with pytest.raises(ValueError, match=r"labels must be a regular \(rectangular\)"):
+        energy.energy([[0, 1], [1]])
+    note = r"got object \(the list given holds Python objects: integers beyond int64"
+    with pytest.raises(TypeError, match="unary must have an integer dtype, " + note):
+        grid_energy([[[2**70, 0]]], weights=np.ones((2, 1, 1), int))
+    with pytest.raises(TypeError, match=r"source must have an integer dtype \(int32 "
+                       r"preferred\), " + note):
+        maxflow_grid([[2**70, 0]], [[0, 0]], np.zeros((4, 1, 2), int))

@@ -243,12 +243,15 @@ def test_moves_beyond_int32_are_refused():
     silently wrapped cut."""
     u = np.zeros((3, 4, 3), np.int64)
     u[..., 1] = 2**32
-    with pytest.raises(ValueError, match="sink capacities of a move exceed int32"):
+    u[1, 2, 2] = 2**33  # the largest spread, named with its node
+    words = r"sink capacities of a move exceed int32 .*8589934592, at node \(1, 2\)"
+    with pytest.raises(ValueError, match=words):
         minimize_labels(u, "potts", backend="cpu")
     u = np.zeros((3, 4, 3), np.int64)
     w = np.full((2, 3, 4), 2**30, np.int64)
     init = np.array([[0, 2, 0, 2]] * 3)
-    with pytest.raises(ValueError, match="edges capacities of a move exceed int32"):
+    words = r"edges capacities of a move exceed int32 .*1073741824 x 2 = 2147483648"
+    with pytest.raises(ValueError, match=words):
         minimize_labels(u, ("truncated_linear", 2), weights=w, init=init, backend="cpu")
 
 
@@ -297,6 +300,10 @@ def test_model_checks():
         minimize_labels(u, init=np.full((2, 3), 3))
     with pytest.raises(ValueError, match="init must be integer labels"):
         minimize_labels(u, init=np.zeros((3, 2), dtype=int))
+    for model in (("potts",), ("truncated_linear", 1, 2)):
+        with pytest.raises(ValueError, match=r"a pairwise model must be a pair "
+                           r"\(name, cap\), such as \('truncated_linear', 2\), got"):
+            minimize_labels(u, model)
 
 
 def _full_grid_swap(unary, model, weights, conn, init, max_cycles):

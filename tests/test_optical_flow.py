@@ -539,28 +539,46 @@ def test_bad_inputs(pair):
         optical_flow(f0, f1, callback=3, backend="cpu")
 
 
-def _overshoot(img: np.ndarray) -> np.ndarray:
-    """``img`` in [0, 1] with one value above 1, as interpolation leaves it."""
+def _overshoot(img: np.ndarray, top: float = 1.02) -> np.ndarray:
+    """``img`` in [0, 1] with one value above 1 (``top``), as interpolation leaves
+    it."""
     out = img.astype(np.float32) / 255.0
-    out[0, 0, 0] = 1.02
+    out[0, 0, 0] = top
     return out
+
+
+def _far_overshoot(img: np.ndarray) -> np.ndarray:
+    return _overshoot(img, 2.0)
 
 
 @pytest.mark.parametrize(
     ("make0", "make1", "words"),
     [
-        # frame1 overshoots [0, 1] a little: it must not be read as grey levels
-        (lambda f: f / 255.0, _overshoot, "frame1 has values up to 1.02, outside"),
-        (_overshoot, lambda f: f / 255.0, "frame1 lies in [0, 1] (largest value"),
+        # a value beyond the overshoot a resampling filter leaves: another scale
+        (lambda f: f / 255.0, _far_overshoot, "frame1 has values up to 2,"),
+        (_far_overshoot, lambda f: f / 255.0, "frame1 lies in [0, 1] (largest"),
         (lambda f: f.astype(np.float32), lambda f: f / 255.0, "frame1 lies in [0, 1]"),
         (lambda f: f / 255.0, lambda f: f.astype(np.float64), "frame1 has values up"),
     ],
-)
+)  # fmt: skip
 def test_float_frames_on_two_scales(pair, make0, make1, words):
     f0, f1 = pair
     with pytest.raises(ValueError, match=re.escape(words)) as info:
         optical_flow(make0(f0), make1(f1), backend="cpu")
     assert "frame0" in str(info.value) and "[0, 255]" in str(info.value)
+
+
+def test_float_overshoot_keeps_the_unit_scale(pair):
+    """A [0, 1] frame with one value a little above 1 (an interpolation's overshoot)
+    is still read on the [0, 1] scale: the same flow as the frame clipped to 1."""
+    f0, f1 = pair
+    for top in (1.0001, 1.02, 1.5):
+        clipped = np.minimum(_overshoot(f1, top), 1.0)
+        ref = optical_flow(f0 / 255.0, clipped, backend="cpu", refine=False)
+        got = optical_flow(f0 / 255.0, _overshoot(f1, top), backend="cpu", refine=False)
+        assert len(ref.points) > 100
+        np.testing.assert_array_equal(got.points, ref.points)
+        np.testing.assert_array_equal(got.vectors, ref.vectors)
 
 
 def test_float_frames_read_on_one_scale(pair):
@@ -781,6 +799,23 @@ def test_flow_to_color_bad_inputs():
     np.testing.assert_array_equal(
         flow_to_color(flow, max_magnitude=np.float32(2.0)), flow_to_color(flow, 2)
     )
+    with pytest.raises(TypeError, match="flow must be a numeric array, got None"):
+        flow_to_color(None)
+
+
+def test_flow_to_color_honours_a_tiny_max_magnitude():
+    """Any positive ``max_magnitude`` is the magnitude drawn at full saturation (it
+    was raised to 1e-9, drawing a flow of 1e-12 almost white), and so is the largest
+    magnitude by default; a field without motion is white."""
+    full = flow_to_color(np.array([[[1.0, 0.0]]]))
+    assert full.tolist() == [[[255, 0, 0]]]
+    for tiny in (1e-12, 1e-300):
+        flow = np.array([[[tiny, 0.0]]])
+        np.testing.assert_array_equal(flow_to_color(flow), full)
+        np.testing.assert_array_equal(flow_to_color(flow, max_magnitude=tiny), full)
+    beyond = flow_to_color(np.full((1, 1, 2), 1.0), max_magnitude=1e-300)
+    np.testing.assert_array_equal(beyond, flow_to_color(np.full((1, 1, 2), 3.0), 1.0))
+    np.testing.assert_array_equal(flow_to_color(np.zeros((2, 2, 2))), 255)
 
 
 @pytest.mark.parametrize(

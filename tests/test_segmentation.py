@@ -821,3 +821,87 @@ def test_grabcut_foreground_scribble_outside_the_box_is_obeyed():
     fg[2, 2] = True
     res = grabcut(_two_tone(), rect=RECT, foreground=fg, backend="cpu")
     assert res.mask[2, 2] == 1
+
+
+def test_grabcut_refines_a_result_with_an_empty_mask(backend):
+    """A previous result brings both colour models: refining one whose mask is empty
+    (a smoothness that left nothing foreground) is not an error about constraints
+    that leave no foreground, as the same call without ``init`` is not."""
+    img = _two_tone()
+    empty = grabcut(img, rect=RECT, iterations=1, backend="cpu")
+    empty = empty._replace(mask=np.zeros_like(empty.mask))
+    res = grabcut(img, rect=RECT, init=empty, backend=backend)
+    mask = _to_host(res.mask)
+    assert (mask.astype(bool) == _truth()).mean() > 0.99
+
+
+def test_grabcut_refinement_keeps_the_number_of_gaussians(backend):
+    """With ``init``, the models keep its number of Gaussians, whatever the data
+    use (a refit returned as many as the highest component used; on the device a
+    foreground component beyond ``components`` was counted as a background one);
+    ``components`` must then be left out or agree."""
+    img = _two_tone()
+    first = grabcut(img, rect=RECT, components=8, iterations=2, backend="cpu")
+    assert len(first.foreground_model.weights) == 8
+    res = grabcut(img, rect=RECT, init=first, backend=backend)
+    for model in (res.foreground_model, res.background_model):
+        shapes = [np.asarray(_to_host(a)).shape for a in model]
+        assert shapes == [(8,), (8, 3), (8, 3, 3)]
+    assert (_to_host(res.mask).astype(bool) == _truth()).mean() > 0.99
+    again = grabcut(img, rect=RECT, components=8, init=first, backend=backend)
+    np.testing.assert_array_equal(_to_host(again.mask), _to_host(res.mask))
+    with pytest.raises(ValueError, match=r"components must be left out or equal init's "
+                       r"number of Gaussians \(8\) when refining a result, got 5"):
+        grabcut(img, rect=RECT, components=5, init=first, backend=backend)
+
+
+def test_grabcut_checks_a_hand_made_init():
+    img = _two_tone()
+    first = grabcut(img, rect=RECT, components=3, iterations=1, backend="cpu")
+    fgm = first.foreground_model
+    with pytest.raises(ValueError, match=r"init.mask must hold 0 and 1, got 0.5 at"):
+        grabcut(img, rect=RECT, init=first._replace(mask=first.mask * 0.5))
+    singular = fgm._replace(covariances=np.zeros((3, 3, 3)))
+    with pytest.raises(ValueError, match=r"init.foreground_model.covariances must be "
+                       r"symmetric positive definite, got .* for component 0"):
+        grabcut(img, rect=RECT, init=first._replace(foreground_model=singular),
+                backend="cpu")  # fmt: skip
+    two = first.background_model
+    two = two._replace(weights=two.weights[:2], means=two.means[:2],
+                       covariances=two.covariances[:2])  # fmt: skip
+    with pytest.raises(ValueError, match=r"same number of Gaussians, got 3 "
+                       r"\(foreground\) and 2 \(background\)"):
+        grabcut(img, rect=RECT, init=first._replace(background_model=two))
+    nan = fgm._replace(means=np.full((3, 3), np.nan))
+    with pytest.raises(ValueError, match=r"init.foreground_model.means must be finite"):
+        grabcut(img, rect=RECT, init=first._replace(foreground_model=nan))
+    with pytest.raises(ValueError, match=r"must hold K weights, \(K, 3\) means"):
+        flat = fgm._replace(means=fgm.means[:, :2])
+        grabcut(img, rect=RECT, init=first._replace(foreground_model=flat))
+
+
+def test_grabcut_constraint_errors_say_what_conflicts():
+    img = _two_tone()
+    shape = img.shape[:2]
+    fg = np.zeros(shape, bool)
+    bg = np.zeros(shape, bool)
+    fg[30:33, 40:44] = bg[31:35, 42:50] = True
+    with pytest.raises(ValueError, match=r"overlap: 4 pixel\(s\) are in both, the "
+                       r"first at \(row, column\) \(31, 42\)"):
+        grabcut(img, rect=RECT, foreground=fg, background=bg, backend="cpu")
+    everywhere = np.ones(shape, bool)
+    with pytest.raises(ValueError, match="no background to learn from: the foreground "
+                       "scribbles cover every pixel outside the rectangle"):
+        grabcut(img, rect=RECT, foreground=everywhere, backend="cpu")
+    whole = (0, 0, shape[1], shape[0])
+    with pytest.raises(ValueError, match="no background to learn from: the rectangle "
+                       "covers the whole image; shrink"):
+        grabcut(img, rect=whole, backend="cpu")
+    with pytest.raises(ValueError, match="no foreground to learn from: the background "
+                       "scribbles cover every pixel of the rectangle"):
+        grabcut(img, rect=RECT, background=everywhere, backend="cpu")
+    nan = img / 255.0
+    nan[3, 4, 1] = np.nan
+    with pytest.raises(ValueError, match=r"image must be finite, got nan at index "
+                       r"\(3, 4, 1\)"):
+        grabcut(nan, rect=RECT, backend="cpu")

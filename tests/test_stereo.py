@@ -1655,3 +1655,48 @@ def test_every_dtype_of_a_picture_is_read_on_one_scale(rng, backend):
     as_levels = stereo_disparity(*(b.astype(np.uint8) * 255 for b in binary),
                                  max_disparity=9, backend=backend)  # fmt: skip
     np.testing.assert_array_equal(as_bool, as_levels)
+
+
+def test_float_overshoot_keeps_the_unit_scale(rng):
+    """One pixel a little above 1 in a [0, 1] float pair (an interpolation's
+    overshoot) switched the whole pair to grey levels 0..1; it now keeps the [0, 1]
+    scale, and a pair with one image on each scale is an error naming both."""
+    left, right = _textured_pair(rng, channels=3)
+    ref = stereo_disparity(left, right, max_disparity=9, backend="cpu")
+    lf = left / 255.0
+    lf[0, 0, 0] = 1.0001
+    got = stereo_disparity(lf, right / 255.0, max_disparity=9, backend="cpu")
+    assert (got == ref).mean() > 0.999
+    words = r"different scales: left has values up to (1|0\.99\d*) and right up to 2"
+    with pytest.raises(ValueError, match=words):
+        stereo_disparity(left / 255.0, right.astype(float), max_disparity=9)
+    black = np.zeros(left.shape)  # no value above 0: black on either scale
+    stereo_disparity(black, right.astype(float), max_disparity=9, backend="cpu")
+
+
+def test_solve_disparity_input_errors_name_the_array():
+    """Each error names the array, what it must be and what it got; a volume of no
+    disparity is an error (0 is not a label of it), not a map of zeros."""
+    c = np.ones((3, 5, 6), np.int32)
+    w = np.ones((2, 5, 6), np.int32)
+    for method in ("expansion", "ishikawa"):
+        with pytest.raises(ValueError, match=r"cost must hold at least one disparity "
+                           r"\(D >= 1 in \(D, M, N\)\), got shape \(0, 5, 6\)"):
+            solve_disparity(c[:0], w, method=method, backend="cpu")
+    with pytest.raises(TypeError, match=r"cost must be an integer array, got dtype "
+                       r"float64; quantise it first"):
+        solve_disparity(c.astype(float), w, backend="cpu")
+    with pytest.raises(TypeError, match=r"weights must be an integer array, got dtype "
+                       r"float32"):
+        solve_disparity(c, w.astype(np.float32), backend="cpu")
+    neg = w.copy()
+    neg[1, 2, 3] = -4
+    with pytest.raises(ValueError, match=r"weights must be non-negative, got -4 at "
+                       r"\(1, 2, 3\)"):
+        solve_disparity(c, neg, backend="cpu")
+    with pytest.raises(TypeError, match="weights must be a NumPy or CuPy array, got"):
+        solve_disparity(c, w.tolist(), backend="cpu")
+    left = np.zeros((6, 1, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"left must have at least 1 row and 2 "
+                       r"columns, got shape \(6, 1, 3\)"):
+        stereo_disparity(left, left, max_disparity=1, backend="cpu")

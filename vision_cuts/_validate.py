@@ -14,6 +14,7 @@ from ._backend import is_cupy_array
 
 __all__ = [
     "INT32_MAX",
+    "UNIT_SLACK",
     "as_capacity",
     "check_finite",
     "check_flag",
@@ -23,12 +24,24 @@ __all__ = [
     "check_scale",
     "exact_sum",
     "first_index",
+    "given_kind",
     "nonfinite_at",
     "object_note",
     "regular_array",
+    "unit_scale",
 ]
 
 INT32_MAX = int(np.iinfo(np.int32).max)
+
+#: how far above 1 a float picture on the [0, 1] scale may stray (the overshoot of a
+#: resampling filter) and still be read on that scale; the image front ends share it
+UNIT_SLACK = 0.5
+
+
+def unit_scale(top: float) -> bool:
+    """Whether a float picture whose largest value is ``top`` is on the [0, 1] scale
+    (multiplied by 255) rather than in grey levels (0..255)."""
+    return top <= 1.0 + UNIT_SLACK
 
 
 def _xp(a: Any):
@@ -171,6 +184,15 @@ def object_note(a: Any, given: str) -> str:
     )
 
 
+def given_kind(value: Any, arr: Any) -> str:
+    """What a caller passed, for a dtype error: ``None`` or the type's name where
+    NumPy made an object scalar of it, else the array's dtype (and why it holds
+    objects, where it does)."""
+    if getattr(arr, "ndim", None) == 0 and getattr(arr.dtype, "kind", "") == "O":
+        return "None" if value is None else type(value).__name__
+    return f"dtype {arr.dtype}{object_note(arr, type(value).__name__)}"
+
+
 def regular_array(a: Any, name: str) -> Any:
     """Lists and tuples as a NumPy array; a ragged nesting is a ValueError naming
     ``name`` (NumPy's own message names no parameter), a masked array a TypeError
@@ -207,6 +229,7 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
     checked before rounding. Anything else is a TypeError; negative, NaN, infinite or
     too large values are a ValueError naming the first offender.
     """
+    given = type(a).__name__
     a = regular_array(a, name)
     if not (is_cupy_array(a) or isinstance(a, np.ndarray)):
         if isinstance(a, (int, float)):
@@ -249,6 +272,7 @@ def as_capacity(a: Any, name: str, *, scale: float | None = None) -> Any:
     else:
         raise TypeError(
             f"{name} must have an integer dtype (int32 preferred), got {a.dtype}"
+            f"{object_note(a, given)}"
         )
     if a.size:
         if a.dtype.kind != "u" and bool((a < 0).any()):

@@ -140,8 +140,9 @@ def linear_sum_assignment(
         ``cost`` is None or has a non-numeric (string, object, complex) dtype.
     ValueError
         ``cost`` is not 2-D (the message gives its shape), contains NaN or an
-        infinity of the wrong sign, or is infeasible: ``"cost matrix is infeasible"``
-        when no ``min(n, m)`` pairs avoid every forbidden pair.
+        infinity of the wrong sign, or is infeasible: ``"cost matrix is infeasible:
+        ..."`` (SciPy's words, then the reason) when no ``min(n, m)`` pairs avoid
+        every forbidden pair.
     BackendUnavailableError
         ``backend="gpu"`` without a usable device.
 
@@ -190,7 +191,7 @@ def linear_sum_assignment(
     if _pick_backend(backend, cost) == "gpu":
         row_ind, col_ind, status, stats = _solve_gpu(cost[None], maximize, "cost")
         if status[0] == 1:
-            raise ValueError("cost matrix is infeasible")
+            raise ValueError(_INFEASIBLE.format(shape=tuple(cost.shape)))
         out = _as_kind(on_gpu, row_ind[0], col_ind[0])
         return out + (stats,) if return_stats else out
     host = to_numpy(cost)
@@ -203,7 +204,7 @@ def linear_sum_assignment(
         _check_values(host, "cost", maximize)
         raise AssertionError("the solver flagged a matrix that _check_values accepts")
     if status != SOLVED:
-        raise ValueError("cost matrix is infeasible")
+        raise ValueError(_INFEASIBLE.format(shape=tuple(cost.shape)))
     out = _same_kind(on_gpu, row_ind, col_ind)
     return out + (_CPU_STATS.copy(),) if return_stats else out
 
@@ -345,6 +346,13 @@ def linear_sum_assignment_batched(
     _raise_infeasible(status, host.shape)
     out = _same_kind(on_gpu, row_ind, col_ind)
     return out + (_CPU_STATS.copy(),) if return_stats else out
+
+
+#: SciPy's message, then why: the forbidden pairs leave no full assignment.
+_INFEASIBLE = (
+    "cost matrix is infeasible: no assignment of min(n, m) pairs of cost (shape "
+    "{shape}) avoids its forbidden (infinite) entries"
+)
 
 
 def _raise_infeasible(status: np.ndarray, shape: tuple) -> None:

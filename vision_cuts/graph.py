@@ -36,6 +36,7 @@ from ._validate import (
     check_int,
     check_scale,
     exact_sum,
+    given_kind,
     object_note,
     regular_array,
 )
@@ -186,6 +187,10 @@ class FlowProblem(NamedTuple):
 def _as_index_array(a: Any, name: str) -> np.ndarray:
     given = type(a).__name__
     arr = np.asarray(regular_array(a, name))
+    if arr.ndim == 0 and arr.dtype.kind == "O":
+        raise TypeError(
+            f"{name} must be a 1-D array of integers, got {given_kind(a, arr)}"
+        )
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
@@ -287,6 +292,11 @@ def _as_capacities(
                 )
             if top:
                 cap = cap * mult
+    elif kind == "b":
+        raise TypeError(
+            f"{name} must have an integer or floating dtype, got bool: convert it "
+            f"to integers first ({name}.astype(int) makes True a capacity of 1)"
+        )
     else:
         raise TypeError(
             f"{name} must have an integer or floating dtype, got {arr.dtype}"

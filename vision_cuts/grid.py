@@ -40,6 +40,7 @@ from ._validate import (
     check_scale,
     exact_sum,
     first_index,
+    object_note,
     regular_array,
 )
 from .exceptions import NonSubmodularError
@@ -219,7 +220,7 @@ class GridEnergy:
             Binary labelling, bool or integer.
         """
         xp = _xp(self.source)
-        x = labels
+        x = regular_array(labels, "labels")
         if is_cupy_array(x) and xp is np:
             x = x.get()
         x = xp.asarray(x)
@@ -348,6 +349,7 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> tuple[Any, int]:
     them (0 for an empty array); values beyond +-COST_MAX (after scaling) are a
     ValueError naming ``name`` rather than a wrapped int64."""
     scale = check_scale(scale)
+    given = a
     a = xp.asarray(regular_array(a, name))
     if a.dtype.kind == "f" or (a.dtype.kind in "iu" and scale not in (None, 1)):
         if a.dtype.kind == "f" and scale is None:
@@ -358,7 +360,10 @@ def _as_cost(a: Any, name: str, scale: float | None, xp) -> tuple[Any, int]:
         check_finite(a, name)
         a = _scaled(a, scale, name, xp)
     elif a.dtype.kind not in "iu":
-        raise TypeError(f"{name} must have an integer dtype, got {a.dtype}")
+        raise TypeError(
+            f"{name} must have an integer dtype, got {a.dtype}"
+            f"{object_note(a, type(given).__name__)}"
+        )
     bound = 0
     if a.size:
         lo, hi = int(a.min()), int(a.max())
@@ -454,10 +459,10 @@ def grid_energy(
         # the symmetric weight form from integer arrays: one pass (numba on the
         # host, a kernel on the device) instead of the array expression below
         # (converted once: the array expression below takes the same arrays)
-        unary = xp.asarray(regular_array(unary, "unary"))
-        weights = xp.asarray(regular_array(weights, "weights"))
-        if _one_pass_dtype(unary, xp) and _one_pass_dtype(weights, xp):
-            return _potts_energy_one_pass(unary, weights, connectivity, xp)
+        u_in = xp.asarray(regular_array(unary, "unary"))
+        w_in = xp.asarray(regular_array(weights, "weights"))
+        if _one_pass_dtype(u_in, xp) and _one_pass_dtype(w_in, xp):
+            return _potts_energy_one_pass(u_in, w_in, connectivity, xp)
     u, umax = _as_cost(unary, "unary", scale, xp)
     grid, D = _grid_and_directions(u, connectivity)
     ndim = len(grid)
@@ -467,6 +472,14 @@ def grid_energy(
         w, _ = _as_cost(weights, "weights", scale, xp)
         _check_weights_shape(w, grid, D)
         return _potts_energy(u, w, xp)
+    # whether rounding made the terms: a submodular float term may round below 0
+    rounded = scale is not None and any(
+        getattr(a, "dtype", None) is not None
+        and a.dtype.kind == "f"
+        or isinstance(a, (list, tuple))
+        and np.asarray(regular_array(a, name)).dtype.kind == "f"
+        for a, name in ((pairwise, "pairwise"), (weights, "weights"))
+    )
     (pw, pmax), (w, wmax) = _pairwise_terms(pairwise, weights, scale, grid, D, xp)
     # every int64 value below is a sum of a few of these: bound them so that none wraps
     if umax + 8 * D * pmax * wmax >= 2**62:
@@ -514,9 +527,16 @@ def grid_energy(
         constant += exact_sum(xp.minimum(dc, 0))
         edges[2 * d][tail] = lam
     if nbad:
+        note = (
+            f" after rounding with scale={scale!r} (each term is rounded on its own: "
+            "a small positive B + C - A - D may round below 0; a larger scale keeps "
+            "its sign)"
+            if rounded
+            else ""
+        )
         raise NonSubmodularError(
-            f"the energy is not submodular: {nbad} edge(s) have w*(B + C - A - D) < 0; "
-            f"the first is direction {first[0]} at node {first[1:]}",
+            f"the energy is not submodular: {nbad} edge(s) have w*(B + C - A - D) < 0"
+            f"{note}; the first is direction {first[0]} at node {first[1:]}",
             count=nbad,
             first=first,
         )

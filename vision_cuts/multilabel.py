@@ -98,6 +98,11 @@ def pairwise_matrix(model: Any, labels: int) -> np.ndarray:
             f"pairwise model must be 'truncated_linear' or 'truncated_quadratic', "
             f"got {name!r}"
         )
+    if isinstance(model, tuple) and model and isinstance(model[0], str):
+        raise ValueError(
+            f"a pairwise model must be a pair (name, cap), such as "
+            f"('truncated_linear', 2), got {model!r}"
+        )
     v = to_numpy(regular_array(model, "pairwise"))
     if v.dtype.kind not in "iu":
         raise TypeError(f"a pairwise matrix must have an integer dtype, got {v.dtype}")
@@ -468,11 +473,35 @@ def _move_errors(bad: int, over: int, n: int, grid: tuple) -> None:
             first=(d, *np.unravel_index(p, grid)),
         )
     if over:
-        name = ("source", "sink", "edges")[over - 1]
-        raise ValueError(
+        raise MoveOverflowError(("source", "sink", "edges")[over - 1])
+
+
+class MoveOverflowError(ValueError):
+    """A move graph's ``name`` capacities beyond int32; :func:`minimize_labels`
+    replaces it with an error that gives the values of its inputs."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
             f"the {name} capacities of a move exceed int32 ({INT32_MAX}): reduce the "
             "costs or the weights"
         )
+        self.name = name
+
+
+def _overflow_error(name: str, u: np.ndarray, v: np.ndarray, w: np.ndarray):
+    """The ValueError of a move graph beyond int32 (``name``: source, sink or
+    edges), with the largest terms of ``minimize_labels``'s inputs that make it."""
+    spread = u.max(axis=-1).astype(np.int64) - u.min(axis=-1)
+    at = np.unravel_index(int(np.argmax(spread)), spread.shape)
+    vmax = int(v.max()) if v.size else 0
+    wmax = int(w.max()) if w.size else 0
+    return ValueError(
+        f"the {name} capacities of a move exceed int32 ({INT32_MAX}): every move is "
+        "an int32 graph, whose capacities at a node add up its unary spread (its "
+        f"largest minus its smallest cost; here up to {int(spread[at])}, at node "
+        f"{tuple(int(i) for i in at)}) and its pair terms (weights x V; here up to "
+        f"{wmax} x {vmax} = {wmax * vmax} an edge); reduce the costs or the weights"
+    )
 
 
 #: the fewest nodes a thread of :func:`_move_cut_cpu`'s graph build
@@ -859,11 +888,7 @@ class _CompactSwap:
             self.orph, self.min_part, self.xarc, self.xnb, self.xcap, self.res,
         )  # fmt: skip
         if over:
-            name = ("source", "sink", "edges")[over - 1]
-            raise ValueError(
-                f"the {name} capacities of a move exceed int32 ({INT32_MAX}): reduce "
-                "the costs or the weights"
-            )
+            raise MoveOverflowError(("source", "sink", "edges")[over - 1])
         return int(e)
 
     def labels(self) -> np.ndarray:
@@ -915,7 +940,10 @@ def minimize_labels(
     unary : ndarray, shape (M, N, L) or (P, M, N, L)
         Integer cost of every label at every node. Energies are summed exactly in
         int64: ``n max|unary| + sum(weights) max V`` (``n`` nodes, the weights of
-        the grid's pairs) must be below ``2**62``.
+        the grid's pairs) must be below ``2**62``. Each move is cut as an int32
+        graph (both backends): a node's capacities add up its unary spread (largest
+        minus smallest cost) and its pair terms ``w V``, which must stay below
+        ``2**31`` (a ValueError with the values otherwise).
     pairwise : str, tuple or ndarray
         ``V``: ``"potts"``, ``("truncated_linear", cap)``, ``("truncated_quadratic",
         cap)`` or an ``(L, L)`` integer matrix (:func:`pairwise_matrix`). Expansion
@@ -998,7 +1026,10 @@ def minimize_labels(
             return LabelResult(lab.astype(np.int32), int(energy), stats)
     loop = _HostLoop(method, u, v, w, D, lab, backend)
     stats["initial_energy"] = loop.energy
-    loop.run(max_cycles, tol, callback, stats["cycles"])
+    try:
+        loop.run(max_cycles, tol, callback, stats["cycles"])
+    except MoveOverflowError as exc:
+        raise _overflow_error(exc.name, u, v, w) from None
     return LabelResult(loop.labels().astype(np.int32), int(loop.energy), stats)
 
 

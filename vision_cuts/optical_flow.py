@@ -92,11 +92,13 @@ import numpy as np
 from ._backend import BACKENDS, is_cupy_array, resolve_backend, to_numpy
 from ._validate import (
     INT32_MAX,
+    UNIT_SLACK,
     _xp,
     check_flag,
     check_int,
     check_number,
     regular_array,
+    unit_scale,
 )
 from .assignment import linear_sum_assignment_batched
 
@@ -186,7 +188,8 @@ class _FrameReader:
 
     Integer frames are grey levels, clipped to [0, 255]; bool frames are black
     (False) and white (True, 255). Float frames are read on one scale for the whole
-    call: multiplied by 255 when they lie in [0, 1], else taken as grey levels. The
+    call: multiplied by 255 when they lie in [0, 1] (up to ``1 + UNIT_SLACK``: a
+    resampling filter's overshoot), else taken as grey levels. The
     first float frame with a value above 0 decides (a frame with none is black on
     either scale); a later float frame on the other scale is a ValueError naming it,
     since reading the two frames of a pair differently leaves nothing to match.
@@ -203,7 +206,7 @@ class _FrameReader:
         elif img.dtype.kind == "f":
             top = float(img.max())
             if top > 0.0:
-                self._agree(top <= 1.0, top, name)
+                self._agree(unit_scale(top), top, name)
             if self.unit:
                 img = img * 255.0
         if img.dtype != np.uint8:
@@ -220,7 +223,8 @@ class _FrameReader:
             return
         rule = (
             "float frames of one call must all lie in [0, 1] (they are multiplied by "
-            "255) or all be grey levels in [0, 255]"
+            f"255; up to {1 + UNIT_SLACK:g} is read as overshoot) or all be grey "
+            "levels in [0, 255]"
         )
         if unit:
             raise ValueError(
@@ -1140,11 +1144,11 @@ def optical_flow(
         The two frames, same shape once read (an alpha channel is dropped and
         (M, N, 1) is grey: RGB and RGBA frames agree, as in a sequence); RGB(A) or
         grey, uint8 (other integer dtypes are clipped to [0, 255]; bool frames are
-        black and white, True as 255; float frames in [0, 1] are scaled by 255,
-        other float frames are taken as grey levels and clipped). Both float frames
-        are read on one scale: when one lies in [0, 1] and the other has values
-        above 1, that is a ValueError (clip the overshoot of an interpolated frame to
-        [0, 1] first). A frame whose values
+        black and white, True as 255; float frames in [0, 1] are scaled by 255, an
+        interpolation's overshoot up to 1.5 included, other float frames are taken
+        as grey levels and clipped). Both float frames are read on one scale: when
+        one lies in [0, 1.5] and the other has values above 1.5, that is a
+        ValueError. A frame whose values
         are all 0 (or below) is black on either scale and fits both.
     backend : {"auto", "cpu", "gpu"}
         Where to run: ``"gpu"`` needs CuPy and a CUDA device and never falls back;

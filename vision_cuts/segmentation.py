@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._backend import _check_name, is_cupy_array, resolve_backend, to_numpy
-from ._validate import INT32_MAX
+from ._validate import INT32_MAX, UNIT_SLACK, check_finite, first_index
 from .grid import (
     _arc_views,
     connectivity_planes,
@@ -148,7 +148,7 @@ def _xp_of(backend: str):
 #: how far a float image may stray outside [0, 1] (the overshoot of a resampling
 #: filter); beyond it, a picture on another scale (0..255 floats) would be read as
 #: colours 255 times too bright
-_FLOAT_SLACK = 0.5
+_FLOAT_SLACK = UNIT_SLACK
 
 
 def _as_image(image: Any, xp) -> Any:
@@ -184,8 +184,7 @@ def _as_image(image: Any, xp) -> Any:
     given = to_numpy(image) if xp is np else xp.asarray(image)
     if kind == "f" and given.size:  # checked as given: float32 would round 1e300 to
         # infinity and 1.50000001 to 1.5
-        if not bool(xp.isfinite(given).all()):
-            raise ValueError("image must be finite (no NaN or infinity)")
+        check_finite(given, "image")
         lo, hi = float(given.min()), float(given.max())
         if not -_FLOAT_SLACK <= lo <= hi <= 1 + _FLOAT_SLACK:
             raise ValueError(
@@ -584,7 +583,7 @@ def _check_grabcut_args(
         or iterations < 1
     ):
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
-    if (
+    if components is not None and (
         isinstance(components, bool)
         or not isinstance(components, (int, np.integer))
         or not 1 <= components <= 32
@@ -614,12 +613,76 @@ def _check_grabcut_args(
         )
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-    if init is not None and not isinstance(init, GrabCutResult):
+    if init is not None:
+        _check_init(init, components, shape)
+
+
+def _check_init(init: Any, components: Any, shape: tuple | None) -> int:
+    """A previous result to refine: its mask (of the image's shape, 0 / 1) and its
+    two colour models (the same number K of Gaussians, finite, weights >= 0 and
+    covariances positive definite); ``components`` None or K. Returns K."""
+    if not isinstance(init, GrabCutResult):
         raise TypeError(f"init must be a GrabCutResult, got {type(init).__name__}")
-    if init is not None and shape is not None and tuple(init.mask.shape) != shape:
+    if shape is not None and tuple(init.mask.shape) != shape:
         raise ValueError(
             f"init.mask has shape {tuple(init.mask.shape)}, the image {shape}"
         )
+    if shape is not None:
+        mask = np.asarray(to_numpy(init.mask))
+        if mask.dtype.kind not in "biuf":
+            raise TypeError(f"init.mask must hold 0 and 1, got dtype {mask.dtype}")
+        bad = (mask != 0) & (mask != 1)
+        if bool(bad.any()):
+            at = first_index(bad)
+            raise ValueError(
+                f"init.mask must hold 0 and 1, got {mask[at].item()!r} at {at}"
+            )
+    sizes = []
+    for name in ("foreground_model", "background_model"):
+        model = getattr(init, name)
+        try:
+            w, mu, cov = (np.asarray(to_numpy(a), dtype=np.float64) for a in model)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"init.{name} must be a GaussianMixture of numeric arrays: {exc}"
+            ) from None
+        k = w.shape[0] if w.ndim == 1 else -1
+        if not (1 <= k <= 32 and mu.shape == (k, 3) and cov.shape == (k, 3, 3)):
+            raise ValueError(
+                f"init.{name} must hold K weights, (K, 3) means and (K, 3, 3) "
+                f"covariances with 1 <= K <= 32, got shapes {w.shape}, {mu.shape} "
+                f"and {cov.shape}"
+            )
+        for part, a in (("weights", w), ("means", mu), ("covariances", cov)):
+            check_finite(a, f"init.{name}.{part}")
+        if bool((w < 0).any()) or not w.sum() > 0:
+            raise ValueError(
+                f"init.{name}.weights must be >= 0 with a positive sum, got "
+                f"{w.tolist()}"
+            )
+        for j in range(k):
+            try:
+                np.linalg.cholesky(cov[j])
+                ok = np.allclose(cov[j], cov[j].T)
+            except np.linalg.LinAlgError:
+                ok = False
+            if not ok:
+                raise ValueError(
+                    f"init.{name}.covariances must be symmetric positive definite, "
+                    f"got {cov[j].tolist()} for component {j}"
+                )
+        sizes.append(k)
+    if sizes[0] != sizes[1]:
+        raise ValueError(
+            f"init's two colour models must have the same number of Gaussians, got "
+            f"{sizes[0]} (foreground) and {sizes[1]} (background)"
+        )
+    if components is not None and int(components) != sizes[0]:
+        raise ValueError(
+            f"components must be left out or equal init's number of Gaussians "
+            f"({sizes[0]}) when refining a result, got {components!r}"
+        )
+    return sizes[0]
 
 
 def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any) -> tuple:
@@ -627,7 +690,11 @@ def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any) -> tuple:
     call from its rectangle, scribbles and previous result, as host boolean arrays
     (the caller's constraints; the device path uploads what it needs)."""
     if fg is not None and bg is not None and bool((fg & bg).any()):
-        raise ValueError("foreground and background scribbles overlap")
+        both = fg & bg
+        raise ValueError(
+            f"foreground and background scribbles overlap: {int(both.sum())} "
+            f"pixel(s) are in both, the first at (row, column) {first_index(both)}"
+        )
     fixed_bg = np.zeros(shape, dtype=bool)
     if box is not None:
         x0, y0, x1, y1 = box
@@ -649,14 +716,35 @@ def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any) -> tuple:
             )
         labels = fixed_fg | free  # free pixels start as foreground
     labels = (labels | fixed_fg) & ~fixed_bg
-    if not bool(labels.any()):
-        raise ValueError("no foreground to learn from: the constraints leave none")
-    if bool(labels.all()):
-        raise ValueError(
-            "no background to learn from: the rectangle covers the whole image; "
-            "shrink it or add background scribbles"
-        )
+    if init is None:  # (a previous result brings both colour models with it)
+        _check_learnable(labels, box, fg, bg, shape)
     return fixed_bg, fixed_fg, free, labels
+
+
+def _check_learnable(labels: Any, box: Any, fg: Any, bg: Any, shape: tuple) -> None:
+    """Both colour models need pixels to be fitted to: a ValueError that says which
+    constraints leave one class without any."""
+    if not bool(labels.any()):
+        raise ValueError(
+            "no foreground to learn from: the background scribbles cover every "
+            "pixel of the rectangle; draw the rectangle around the object or add "
+            "foreground scribbles"
+        )
+    if bool(labels.all()):
+        whole = box is not None and box == (0, 0, shape[1], shape[0])
+        if whole and (fg is None or not bool(fg.any())):
+            reason = "the rectangle covers the whole image"
+        elif whole:
+            reason = (
+                "the rectangle covers the whole image and there are only foreground "
+                "scribbles"
+            )
+        else:
+            reason = "the foreground scribbles cover every pixel outside the rectangle"
+        raise ValueError(
+            f"no background to learn from: {reason}; shrink the rectangle or add "
+            "background scribbles"
+        )
 
 
 def _initial_models(xs: np.ndarray, labels: np.ndarray, init: Any, k: int) -> tuple:
@@ -772,7 +860,7 @@ def grabcut(
     foreground: Any = None,
     background: Any = None,
     iterations: int = 5,
-    components: int = 5,
+    components: int | None = None,
     smoothness: float | None = None,
     connectivity: int = 8,
     init: GrabCutResult | None = None,
@@ -799,8 +887,9 @@ def grabcut(
         Without ``rect``, both are needed (they seed the two colour models).
     iterations : int
         Graph cuts to make (>= 1); stops early once the mask no longer changes.
-    components : int
-        Gaussians per colour model (GrabCut uses 5).
+    components : int, optional
+        Gaussians per colour model, 1 to 32 (default 5, GrabCut's; with ``init``,
+        the number in its models, which a refinement keeps).
     smoothness : float, optional
         ``gamma``: weight of the contrast-sensitive term ``gamma exp(-beta |z_p -
         z_q|^2) / |p - q|`` between neighbours (>= 0). Default: GrabCut's 50 with 8
@@ -881,7 +970,7 @@ def grabcut(
     fixed_bg, fixed_fg, free, labels = _trimap(shape, box, fg, bg, init)
     window = _free_window(free)
     weights = _smoothness(img, float(smoothness), xp, planes)
-    k = int(components)
+    k = _check_init(init, None, None) if init is not None else int(components or 5)
     if xp is np:
         loop = _grabcut_cpu
         models = _initial_models(img.reshape(-1, 3), labels, init, k)

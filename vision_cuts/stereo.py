@@ -42,11 +42,13 @@ from scipy import ndimage
 
 from ._backend import _check_name, is_cupy_array, resolve_backend, to_numpy
 from ._validate import (
+    UNIT_SLACK,
     check_int,
     check_number,
     first_index,
     nonfinite_at,
     regular_array,
+    unit_scale,
 )
 from .grid import COST_MAX, GridEnergy, _as_cost, grid_energy
 from .maxflow import maxflow_grid
@@ -150,7 +152,10 @@ def _check_pair(left: Any, right: Any, xp: Any = np) -> tuple[Any, Any]:
                 f"got shape {tuple(img.shape)}"
             )
         if img.shape[0] < 1 or img.shape[1] < 2:
-            raise ValueError(f"{name} is too small: shape {tuple(img.shape)}")
+            raise ValueError(
+                f"{name} must have at least 1 row and 2 columns, got shape "
+                f"{tuple(img.shape)}"
+            )
         if img.dtype.kind not in "biuf":
             raise TypeError(
                 f"{name} must have a bool, integer or floating dtype, got {img.dtype}"
@@ -176,12 +181,25 @@ def _grey_levels(given: tuple, images: tuple, xp: Any) -> tuple:
     """The float32 ``images`` on the 0..255 scale of the matching parameters (the
     truncation of the differences, the weights' threshold), from the dtypes
     ``given``: uint16 scaled by 255 / 65535, bool as 0 / 255, other integers as
-    grey levels; float images scaled by 255 where every one of the pair lies in
-    [0, 1], else taken as grey levels (:func:`vision_cuts.optical_flow`'s rule)."""
-    floats = [img for g, img in zip(given, images, strict=True) if g.dtype.kind == "f"]
-    unit = bool(floats) and all(
-        float(img.min()) >= 0 and float(img.max()) <= 1 for img in floats if img.size
-    )
+    grey levels; float images scaled by 255 where they lie in [0, 1] (up to
+    ``1 + UNIT_SLACK``), else taken as grey levels (:func:`vision_cuts.optical_flow`'s
+    rule). A float image on each scale is a ValueError: one overshooting pixel must
+    not switch the scale of the pair silently."""
+    tops = {}
+    for name, g, img in zip(("left", "right"), given, images, strict=True):
+        if g.dtype.kind == "f" and img.size:
+            top = float(img.max())
+            if top > 0.0:  # (an image with none is black on either scale)
+                tops[name] = top
+    units = {name: unit_scale(top) for name, top in tops.items()}
+    if len(set(units.values())) > 1:
+        raise ValueError(
+            f"left and right are on different scales: left has values up to "
+            f"{tops['left']:g} and right up to {tops['right']:g}; float images must "
+            f"both lie in [0, 1] (multiplied by 255; up to {1 + UNIT_SLACK:g} is "
+            "read as overshoot) or both be grey levels in [0, 255]"
+        )
+    unit = any(units.values())
     out = []
     for g, img in zip(given, images, strict=True):
         factor = {"b": 255.0, "f": 255.0 if unit else 1.0}.get(g.dtype.kind, 1.0)
@@ -979,10 +997,20 @@ def _check_solver_inputs(c: Any, w: Any, kind: str, trunc: int, xp: Any) -> int:
             f"cost must be (D, M, N) and weights (2, M, N), got {tuple(c.shape)} and "
             f"{tuple(w.shape)}"
         )
-    if c.dtype.kind not in "iu" or w.dtype.kind not in "iu":
-        raise TypeError("cost and weights must be integer arrays; quantise them first")
+    for name, a in (("cost", c), ("weights", w)):
+        if a.dtype.kind not in "iu":
+            raise TypeError(
+                f"{name} must be an integer array, got dtype {a.dtype}; quantise "
+                "it first"
+            )
+    if c.shape[0] < 1:
+        raise ValueError(
+            f"cost must hold at least one disparity (D >= 1 in (D, M, N)), got "
+            f"shape {tuple(c.shape)}"
+        )
     if w.size and int(w.min()) < 0:
-        raise ValueError("weights must be non-negative")
+        at = first_index(w < 0)
+        raise ValueError(f"weights must be non-negative, got {w[at].item()} at {at}")
     if not c.size:
         return 0
     # every capacity of a move graph is at most the cost range plus the four pair
@@ -1073,8 +1101,11 @@ def solve_disparity(
     _check_label_step(label_step, method, int(shape[0]) if len(shape) == 3 else None)
     backend = resolve_backend(backend, cost, weights)
     xp = _xp(backend)
-    if not (hasattr(cost, "shape") and hasattr(weights, "shape")):
-        raise TypeError("cost and weights must be arrays")
+    for name, a in (("cost", cost), ("weights", weights)):
+        if not hasattr(a, "shape"):
+            raise TypeError(
+                f"{name} must be a NumPy or CuPy array, got {type(a).__name__}"
+            )
     _check_truncation(truncation)
     moves_per_cut = _moves_per_cut(moves_per_cut, backend)
     from .multilabel import _check_run
@@ -1175,8 +1206,9 @@ def stereo_disparity(
         Rectified pair; left pixel ``(x, y)`` matches right ``(x - d, y)``. Read on
         the 0..255 scale of the matching parameters: uint8 and other integers as
         grey levels, uint16 scaled by 255 / 65535, bool as 0 / 255, floats scaled by
-        255 where both images lie in [0, 1] (else grey levels), as
-        :func:`optical_flow` reads frames.
+        255 where they lie in [0, 1] (a resampling filter's overshoot up to 1.5
+        included), else grey levels, as :func:`optical_flow` reads frames; a float
+        pair with one image on each scale is a ValueError.
     max_disparity : int
         Largest disparity searched, ``0 < max_disparity < N``; labels ``0 ..
         max_disparity``.

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._backend import to_numpy
-from ._validate import check_int, check_number, regular_array
+from ._validate import check_int, check_number, given_kind, regular_array
 
 __all__ = ["UNKNOWN_FLOW", "draw_flow_arrows", "flow_to_color"]
 
@@ -76,7 +76,7 @@ def flow_to_color(flow: Any, max_magnitude: float | None = None) -> np.ndarray:
     """
     f = to_numpy(regular_array(flow, "flow"))
     if f.dtype.kind not in "biuf":
-        raise TypeError(f"flow must be numeric, got dtype {f.dtype}")
+        raise TypeError(f"flow must be a numeric array, got {given_kind(flow, f)}")
     if f.ndim != 3 or f.shape[-1] != 2:
         raise ValueError(f"flow must have shape (M, N, 2), got {tuple(f.shape)}")
     if max_magnitude is not None:
@@ -90,8 +90,10 @@ def flow_to_color(flow: Any, max_magnitude: float | None = None) -> np.ndarray:
         top = float(rad.max()) if rad.size else 0.0
     else:
         top = max_magnitude
-    top = max(top, 1e-9)
-    u, v, rad = u / top, v / top, rad / top
+    if top == 0.0:  # no known motion: any positive scale draws it white
+        top = 1.0
+    with np.errstate(over="ignore"):  # a tiny max_magnitude: far beyond saturation
+        u, v, rad = u / top, v / top, rad / top
     wheel = _color_wheel()
     ncols = len(wheel)
     angle = np.arctan2(-v, -u) / np.pi  # in [-1, 1]
@@ -222,7 +224,7 @@ def _numeric(a: Any, name: str) -> np.ndarray:
     if arr.dtype.kind not in "buif":
         raise TypeError(
             f"{name} must have a real numeric dtype (uint8, integer, float or bool), "
-            f"got {arr.dtype}"
+            f"got {given_kind(a, arr)}"
         )
     return arr
 
