@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections import OrderedDict
 from typing import Any
 
@@ -235,7 +236,12 @@ class FlowTab(WorkerTab):
             return
         p1, _ = QFileDialog.getOpenFileName(self, "Second frame", p0, flt)
         if p1:
-            self.open_frames(p0, p1)
+            self.read_files(
+                lambda: (load_image(p0), load_image(p1)),
+                lambda frames: self.set_frames(*frames, str(p0)),
+                f"opening {os.path.basename(p0)} and {os.path.basename(p1)}",
+                "Cannot open frames",
+            )
 
     def open_video_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

@@ -197,7 +197,12 @@ class SegmentTab(WorkerTab):
             self, "Open picture", "", "Pictures (*.png *.jpg *.jpeg *.bmp *.tif *.tiff)"
         )
         if path:
-            self.open_image(path)
+            self.read_files(
+                lambda: load_image(path),
+                lambda img: self.set_image(img, str(path)),
+                f"opening {os.path.basename(path)}",
+                "Cannot open picture",
+            )
 
     def _on_sample(self, index: int) -> None:
         if index > 0:

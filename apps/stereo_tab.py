@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -131,7 +132,12 @@ class StereoTab(WorkerTab):
             return
         right, _ = QFileDialog.getOpenFileName(self, "Right image", left, flt)
         if right:
-            self.open_pair(left, right)
+            self.read_files(
+                lambda: (load_image(left), load_image(right)),
+                lambda pair: self.set_pair(*pair, str(left)),
+                f"opening {os.path.basename(left)} and {os.path.basename(right)}",
+                "Cannot open stereo pair",
+            )
 
     def _on_scale(self, *_: Any) -> None:
         if self.busy:

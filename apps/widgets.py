@@ -318,11 +318,13 @@ class Job(QObject):
         fn: Callable[[Callable[[int, int], None]], Any],
         on_done: Callable[[Any], None],
         label: str,
+        error_title: str = "Error",
     ) -> None:
         super().__init__()
         self._fn = fn
         self.on_done = on_done
         self.label = label
+        self.error_title = error_title  # of the dialog that shows a failure
         self.started_at = time.perf_counter()
         self.waiting = False  # queued behind a cancelled job that is still running
         self._cancel = threading.Event()
@@ -462,14 +464,16 @@ class WorkerTab(QWidget):
         fn: Callable[[Callable[[int, int], None]], Any],
         on_done: Callable[[Any], None],
         label: str,
+        error_title: str = "Error",
     ) -> Job:
         """Run ``fn(callback)`` on the worker thread; ``on_done(result)`` on success.
 
         A job still running is cancelled first (it stops at its next progress report).
+        A failure of ``fn`` or of ``on_done`` is a dialog titled ``error_title``.
         """
         if self._task is not None:
             self._task.cancel()
-        task = Job(fn, on_done, label)
+        task = Job(fn, on_done, label, error_title)
         self._task = task
         # bound methods of this (GUI-thread) object: the signals arrive queued
         task.started.connect(self._on_started)
@@ -488,6 +492,18 @@ class WorkerTab(QWidget):
             self.statusMessage.emit(label + " ...")
         self._runner.submit(task)
         return task
+
+    def read_files(
+        self,
+        read: Callable[[], Any],
+        use: Callable[[Any], None],
+        label: str,
+        title: str,
+    ) -> Job:
+        """``read()`` on the worker thread, then ``use(what it read)`` here: decoding
+        a large picture takes seconds, which the window must not freeze for. A
+        failure is a dialog titled ``title``, as the direct ``open_*`` calls show."""
+        return self.start_job(lambda _callback: read(), use, label, title)
 
     def cancel(self) -> None:
         """Stop the running job (its result, if it still comes, is dropped)."""
@@ -548,7 +564,7 @@ class WorkerTab(QWidget):
         try:
             task.on_done(result)
         except Exception as exc:  # displaying failed: tell the user, keep running
-            self.show_error("Error", exc)
+            self.show_error(task.error_title, exc)
             self.jobFinished.emit("error")
             return
         self.statusMessage.emit(f"{task.label}: done in {seconds:.2f} s")
@@ -559,5 +575,5 @@ class WorkerTab(QWidget):
         if task is not self._task or task.cancelled:
             return
         self._idle()
-        self.show_error("Error", exc)
+        self.show_error(task.error_title, exc)
         self.jobFinished.emit("error")

@@ -744,3 +744,57 @@ def test_cancel_stops_a_cpu_ishikawa_cut(window, qtbot, rng, monkeypatch):
         left, right, max_disparity=4, method="ishikawa", backend="cpu"
     )
     np.testing.assert_array_equal(tab.disparity, ref)
+
+
+def test_open_dialogs_read_files_off_the_gui_thread(
+    window, qtbot, small_coffee, tmp_path, monkeypatch
+):
+    """Decoding a large picture takes seconds: the Open dialogs read the files on
+    the tab's worker thread (busy bar and Cancel shown) and use them on the GUI
+    thread; a file that cannot be read is the same dialog as the direct call's."""
+    import threading
+
+    import cv2
+
+    import vision_cuts.apps.flow_tab as flow_mod
+    import vision_cuts.apps.segment_tab as seg_mod
+    import vision_cuts.apps.stereo_tab as stereo_mod
+
+    path = tmp_path / "coffee.png"
+    cv2.imwrite(str(path), cv2.cvtColor(small_coffee, cv2.COLOR_RGB2BGR))
+    readers = []
+    real = seg_mod.load_image
+
+    def load_image(p):
+        readers.append(threading.current_thread())
+        return real(p)
+
+    for mod in (seg_mod, stereo_mod, flow_mod):
+        monkeypatch.setattr(mod, "load_image", load_image)
+        monkeypatch.setattr(mod.QFileDialog, "getOpenFileName",
+                            staticmethod(lambda *a, **k: (str(path), "")))  # fmt: skip
+
+    seg = window.segment
+    seg.open_dialog()
+    assert seg.busy and seg.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: seg.image is not None and not seg.busy, timeout=TIMEOUT_MS)
+    np.testing.assert_array_equal(seg.image, small_coffee)
+    assert seg.image_name == str(path)
+
+    window.stereo.open_dialog()
+    qtbot.waitUntil(lambda: window.stereo.left is not None, timeout=TIMEOUT_MS)
+    np.testing.assert_array_equal(window.stereo._pair[0], small_coffee)
+
+    window.flow.open_frames_dialog()
+    qtbot.waitUntil(lambda: window.flow.source_name == str(path), timeout=TIMEOUT_MS)
+    assert len(readers) == 5
+    assert all(t is not threading.main_thread() for t in readers)
+
+    path.write_bytes(b"this is not a picture")
+    seg.open_dialog()
+    qtbot.waitUntil(lambda: seg.last_error is not None and not seg.busy,
+                    timeout=TIMEOUT_MS)  # fmt: skip
+    assert seg.last_error.windowTitle() == "Cannot open picture"
+    assert "coffee.png" in seg.last_error.text()
+    np.testing.assert_array_equal(seg.image, small_coffee)  # the picture stays
+    seg.last_error.close()
