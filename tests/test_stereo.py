@@ -211,14 +211,14 @@ def test_cost_volume_progress_and_cancel(rng, monkeypatch):
             callback=lambda *a: calls.append(a),
         )
         assert calls[:10] == [(0, levels)] * 10 and calls[-1] == (levels, levels)
-    # the expansion reports (0, its moves) while the volume is built, then one
-    # report a move
+    # the expansion reports (0, its moves) while the volume is built and once its
+    # costs are quantised, then one report a move
     calls.clear()
     stereo_disparity(
         left, right, max_disparity=9, backend="cpu", callback=lambda *a: calls.append(a)
     )
     moves = 10 * 5  # 10 labels, max_cycles 5 (the default)
-    assert calls[:10] == [(0, moves)] * 10 and calls[10] == (1, moves)
+    assert calls[:11] == [(0, moves)] * 11 and calls[11] == (1, moves)
     assert calls[-1] == (moves, moves)
     for mpc, per_cycle in ((3, 12), (4, 12), (10, 10)):  # groups of equal size
         calls.clear()
@@ -252,6 +252,16 @@ def test_cost_volume_progress_and_cancel(rng, monkeypatch):
                 left, right, max_disparity=9, method=method, backend="cpu",
                 callback=cancel,
             )  # fmt: skip
+    seen = []
+
+    def cancel_after_the_volume(done, total):
+        seen.append(done)
+        if len(seen) == 11:  # the report after the costs are quantised
+            raise Cancel
+
+    with pytest.raises(Cancel):
+        stereo_disparity(left, right, max_disparity=9, backend="cpu",
+                         callback=cancel_after_the_volume)  # fmt: skip
 
 
 def test_ishikawa_single_column_is_argmin(rng):

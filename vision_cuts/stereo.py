@@ -1324,6 +1324,8 @@ def stereo_disparity(
     )
     scale = {"cost_scale": cost_scale}
     c = _quantised(cost, cost_scale, xp, "the matching costs", scale)
+    if watch is not None:  # (a cancel between the volume and the first cut)
+        watch(0, 0)
     w = _quantised(
         _weights(lp, lam, _THRESHOLD, _RATIO), cost_scale, xp, "the pair weights",
         {"lam": lam, "cost_scale": cost_scale},
