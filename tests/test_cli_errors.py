@@ -859,3 +859,151 @@ def test_errors_name_the_option(argv, words, image, pair, capsys):
     names = {"image": image, "left": pair[0], "right": pair[1]}
     rc, _, err = run([a.format(**names) for a in argv] + ["--backend", "cpu"], capsys)
     assert_error(rc, err, words)
+
+
+# ------------------------------------- float pictures, scribbles, inputs and messages
+def _object_picture(rng) -> np.ndarray:
+    """A 40x30 BGR picture: a bright block on a dark ground, with some noise."""
+    img = np.full((30, 40, 3), 40, np.int16)
+    img[8:22, 12:28] = (200, 180, 60)
+    img += rng.integers(-10, 10, img.shape).astype(np.int16)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("ext", [".pfm", ".tif"])
+def test_float_pictures_keep_their_values(ext, tmp_path, capsys):
+    """A float picture in [0, 1] was read as 8 bits, each value truncated (0.9 ->
+    0): ``segment img.pfm`` found no object. It segments, and draws its overlay,
+    as the 8-bit picture of the same values does."""
+    img = _object_picture(np.random.default_rng(3))
+    cv2.imwrite(str(tmp_path / "a.png"), img)
+    cv2.imwrite(str(tmp_path / f"a{ext}"), img.astype(np.float32) / 255)
+    got = {}
+    for name in ("a.png", f"a{ext}"):
+        rc, out, err = run(["segment", tmp_path / name, "-o", tmp_path / "m.png",
+                            "--overlay", tmp_path / "o.png", "--backend", "cpu"],
+                           capsys)  # fmt: skip
+        assert rc == 0, err
+        got[name] = (cv2.imread(str(tmp_path / "m.png"), -1),
+                     cv2.imread(str(tmp_path / "o.png"), -1))  # fmt: skip
+    mask, over = got[f"a{ext}"]
+    assert mask[15, 20] == 255 and mask.sum() > 0
+    assert np.array_equal(mask, got["a.png"][0])
+    assert np.array_equal(over, got["a.png"][1])
+
+
+def test_16_bit_pictures_read_as_8_bits(tmp_path, capsys):
+    """A 16-bit picture is read as before: as OpenCV reads it in 8-bit colour."""
+    rng = np.random.default_rng(4)
+    img16 = _object_picture(rng).astype(np.uint16) * 257
+    img16 += rng.integers(0, 200, img16.shape).astype(np.uint16)
+    cv2.imwrite(str(tmp_path / "a16.png"), img16)
+    cv2.imwrite(str(tmp_path / "a8.png"), cv2.imread(str(tmp_path / "a16.png")))
+    masks = []
+    for name in ("a16.png", "a8.png"):
+        rc, _, err = run(["segment", tmp_path / name, "-o", tmp_path / "m.png",
+                          "--backend", "cpu"], capsys)  # fmt: skip
+        assert rc == 0, err
+        masks.append(cv2.imread(str(tmp_path / "m.png"), -1))
+    assert masks[0].any() and np.array_equal(*masks)
+
+
+@pytest.mark.parametrize("ext", [".pfm", ".hdr", ".exr"])
+def test_stereo_picture_is_not_written_as_floats(ext, pair, tmp_path, capsys):
+    """``stereo -o x.pfm`` wrote the 8-bit picture (disparity x 255 / max) as
+    floats with status 0; refused before the work, pointing to --pfm."""
+    out = tmp_path / f"d{ext}"
+    rc, _, err = run(["stereo", *pair, "--max-disparity", "4", "-o", out,
+                      "--backend", "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "-o/--output", "floating-point", "--pfm")
+    assert not out.exists()
+    rc, _, err = run(["segment", pair[0], "--overlay", out, "--backend", "cpu"],
+                     capsys)  # fmt: skip
+    assert_error(rc, err, "--overlay", "floating-point", "8-bit")
+
+
+@pytest.mark.parametrize("empty", ["--fg", "--bg"])
+def test_a_scribble_mask_that_marks_nothing(empty, image, tmp_path, capsys):
+    """An all-zero ``--bg`` with ``--fg`` (no box) said "without rect, give both
+    foreground and background scribbles"; the file is named as marking nothing."""
+    some = np.zeros((24, 32), np.uint8)
+    some[10:14, 14:18] = 255
+    cv2.imwrite(str(tmp_path / "some.png"), some)
+    cv2.imwrite(str(tmp_path / "none.png"), np.zeros((24, 32), np.uint8))
+    masks = {"--fg": tmp_path / "some.png", "--bg": tmp_path / "some.png"}
+    masks[empty] = tmp_path / "none.png"
+    argv = ["segment", image, "--fg", masks["--fg"], "--bg", masks["--bg"]]
+    rc, _, err = run([*argv, "--backend", "cpu"], capsys)
+    assert_error(rc, err, empty, "none.png", "marks no pixels")
+    rc, _, err = run([*argv, "--rect", "2,2,20,16", "--backend", "cpu"], capsys)
+    assert rc == 0, err  # with a box, a scribble file may mark nothing
+
+
+def test_a_negative_rect_needs_no_equals_sign(image, tmp_path, capsys):
+    """``--rect -5,-5,20,20`` failed in argparse ("expected one argument")."""
+    outs = []
+    for rect in (["--rect", "-5,-5,20,20"], ["--rect=-5,-5,20,20"]):
+        rc, out, err = run(["segment", image, *rect, "-o", tmp_path / "m.png",
+                            "--backend", "cpu"], capsys)  # fmt: skip
+        assert rc == 0, err
+        outs.append(cv2.imread(str(tmp_path / "m.png"), -1))
+    assert np.array_equal(*outs)
+    from vision_cuts.cli import build_parser
+
+    helps = build_parser()._subparsers._group_actions[0].choices["segment"]
+    assert "--rect=-5,-5,50,50" in helps.format_help().replace("\n", " ")
+
+
+def test_directory_and_missing_inputs_say_so(tmp_path, capsys):
+    """``flow DIR`` said "no such video file"; ``segment MISSING --workers 1`` said
+    that MISSING holds no image files."""
+    rc, _, err = run(["flow", tmp_path, "--backend", "cpu"], capsys)
+    assert_error(rc, err, repr(str(tmp_path)), "it is a directory")
+    missing = tmp_path / "nonexist_dir"
+    rc, _, err = run(["segment", missing, "-o", tmp_path / "out", "--workers", "1",
+                      "--backend", "cpu"], capsys)  # fmt: skip
+    assert_error(rc, err, "nonexist_dir", "no such folder or file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_compressed_dimacs_file_is_named_not_echoed(tmp_path, capsys):
+    """``maxflow g.max.gz`` echoed the file's raw bytes in its error."""
+    import gzip
+
+    path = tmp_path / "g.max.gz"
+    path.write_bytes(gzip.compress(b"p max 2 1\nn 1 s\nn 2 t\na 1 2 3\n"))
+    rc, _, err = run(["maxflow", path, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "g.max.gz", "gzip-compressed", "gunzip")
+    binary = tmp_path / "g.bin"
+    binary.write_bytes(b"p max\x00\x01\x02\n")
+    rc, _, err = run(["maxflow", binary, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "g.bin", "not a text file")
+    odd = tmp_path / "odd.max"
+    odd.write_bytes(b"\x1b[2Jx 1 2\n")  # a control character in a line quoted
+    rc, _, err = run(["maxflow", odd, "--backend", "cpu"], capsys)
+    assert_error(rc, err, "odd.max", "\\x1b")
+    assert err.strip().isprintable()
+
+
+def test_opencv_logs_nothing_before_the_error_line(tmp_path):
+    """libpng's ``libpng error: Read Error``, FFmpeg's ``[png @ 0x...] Invalid PNG
+    signature`` (twice) and OpenCV's ``[ WARN:0@...] imwrite_(...)`` (naming the
+    temporary file) came before the command's own error line."""
+    rng = np.random.default_rng(0)
+    good = tmp_path / "big.png"
+    cv2.imwrite(str(good), rng.integers(0, 255, (200, 300, 3), dtype=np.uint8))
+    data = good.read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    (tmp_path / "text.png").write_text("not a picture\n")
+    cases = [["segment", tmp_path / "cut.png"], ["flow", tmp_path / "text.png"]]
+    if os.path.isdir("/sys"):  # a folder that takes no new file, even from root
+        cases.append(["segment", good, "--overlay", "/sys/o.png"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCV_")}
+    for argv in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "vision_cuts.cli", *map(str, argv), "--backend",
+             "cpu"], capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith("error: "), proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr

@@ -286,3 +286,69 @@ def test_many_file_flow_refuses_what_it_ignored(extra, option, tmp_path):
         main(["flow", str(video), "-o", str(tmp_path / "out"), "--workers", "1",
               *extra, "--backend", "cpu"])  # fmt: skip
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--view", "color"], "--view chooses what the -o picture"),
+        (["--max-magnitude", "3", "--arrow-scale", "4"], "--arrow-scale sizes"),
+        (["--max-magnitude", "3"], "--max-magnitude sets"),
+        (["--max-magnitude", "3", "-o", "{tmp}/a.png"], "--max-magnitude sets"),
+        (["--arrow-scale", "4", "--color", "{tmp}/c.png"], "--arrow-scale sizes"),
+        (["--arrow-scale", "4", "-o", "{tmp}/a.png", "--view", "color"],
+         "--arrow-scale sizes"),
+    ],
+)  # fmt: skip
+def test_drawing_options_need_an_output_they_change(small_pair, tmp_path, monkeypatch,
+                                                    options, words):  # fmt: skip
+    """``--view color`` without ``-o`` computed dense flow for nothing, and
+    ``--max-magnitude`` / ``--arrow-scale`` without an output drawn with them were
+    ignored; refused before the frames are read."""
+    module = importlib.import_module("vision_cuts.optical_flow")
+    monkeypatch.setattr(module, "optical_flow", None)  # never called
+    argv = ["flow", *small_pair, "--backend", "cpu"]
+    argv += [o.format(tmp=tmp_path) for o in options]
+    with pytest.raises(SystemExit, match=words):
+        main(argv)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--view", "color", "--max-magnitude", "3", "-o", "{tmp}/a.png"],
+     ["--view", "both", "--arrow-scale", "2", "--max-magnitude", "3", "-o",
+      "{tmp}/a.png"],
+     ["--max-magnitude", "3", "--color", "{tmp}/c.png"],
+     ["--view", "arrows", "--arrow-scale", "2", "-o", "{tmp}/a.png"]],
+)  # fmt: skip
+def test_drawing_options_with_their_output(small_pair, tmp_path, capsys, options):
+    argv = ["flow", *small_pair, "--backend", "cpu"]
+    assert main(argv + [o.format(tmp=tmp_path) for o in options]) == 0
+    assert "flow of a 64x48 pair" in capsys.readouterr().out
+
+
+def test_video_to_dev_stdout(tmp_path, monkeypatch):
+    """``-o /dev/stdout`` in video mode: the frame lines and the summary, then the
+    video (an .mp4, there being no extension), which reads back with every pair."""
+    import io
+    import sys
+
+    src = tmp_path / "in.mp4"
+    _write_video(src, _frames(4, (48, 64)))
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8"))
+    assert main(["flow", str(src), "-o", "/dev/stdout", "--backend", "cpu"]) == 0
+    sys.stdout.flush()
+    data = raw.getvalue()
+    end = data.index(b"arrows video -> /dev/stdout\n") + len(
+        b"arrows video -> /dev/stdout\n"
+    )
+    text = data[:end].decode()
+    assert text.startswith("frame 0->1: ") and "flow of 3 frame pairs" in text
+    video = tmp_path / "out.mp4"
+    video.write_bytes(data[end:])
+    cap = cv2.VideoCapture(str(video))
+    assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 3
+    cap.release()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"]

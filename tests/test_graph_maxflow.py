@@ -134,7 +134,7 @@ def test_a_bool_sparse_graph_names_no_missing_parameter():
 
     m = sp.csr_matrix(np.array([[0, 1], [0, 0]], bool))
     with pytest.raises(TypeError, match=r"graph must have an integer or floating "
-                       r"dtype, got bool: convert it to integers first \(graph\.astype"):
+                       r"dtype, got bool: convert it to integers first \(graph\."):
         maximum_flow(m, 0, 1, backend="cpu")  # fmt: skip
     with pytest.raises(TypeError, match=r"got bool: convert it to integers first "
                        r"\(capacities\.astype\(int\) makes True a capacity of 1\)"):

@@ -8,8 +8,11 @@ import errno
 import importlib
 import logging
 import os
+import re
 import shutil
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 
@@ -48,8 +51,67 @@ def _load_image(spec: str) -> np.ndarray:
         return np.stack([img] * 3, axis=-1) if img.ndim == 2 else img[..., :3]
     import cv2
 
-    img = _imread(spec, cv2.IMREAD_COLOR, "image")
+    # a floating-point picture (.pfm, .hdr, a float TIFF) keeps its values: read as
+    # 8 bits it would be truncated (0.9 -> 0); the library takes floats in [0, 1]
+    img = _imread(spec, cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH, "image")
+    if img.dtype.kind == "f":
+        return np.ascontiguousarray(img[..., ::-1], dtype=np.float32)
+    if img.dtype != np.uint8:  # 16 bits and other integers: 8 bits, as OpenCV reads
+        img = _imread(spec, cv2.IMREAD_COLOR, "image")  # them for a colour picture
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def _on_255_scale(image: np.ndarray) -> np.ndarray:
+    """``image`` for drawing on the 0..255 scale: a float picture on the [0, 1]
+    scale (as the library reads float pictures: ``_validate.unit_scale``) times 255
+    and rounded, in float32; any other picture as it is."""
+    from ._validate import unit_scale
+
+    if image.dtype.kind != "f" or not image.size:
+        return image
+    top = float(np.nanmax(image)) if not np.isnan(image).all() else 0.0
+    if not unit_scale(top):
+        return image
+    return np.rint(image.astype(np.float32) * np.float32(255.0))
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Silence what OpenCV's codecs print on the process's stderr themselves
+    (``libpng error: Read Error``, FFmpeg's log of a file it cannot open), which
+    OpenCV's log level does not reach; the command reports the failure in one
+    line."""
+    import cv2
+
+    with _QUIET_LOCK:  # (one thread at a time moves descriptor 2)
+        with _quiet_fd2(cv2):
+            yield
+
+
+#: held while descriptor 2 points elsewhere
+_QUIET_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _quiet_fd2(cv2) -> Iterator[None]:
+    level = cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # standard error is closed: nothing to silence
+        saved = None
+    try:
+        if saved is not None:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
+        cv2.utils.logging.setLogLevel(level)
 
 
 def _imread(path: str, flags: int, what: str) -> np.ndarray:
@@ -61,7 +123,8 @@ def _imread(path: str, flags: int, what: str) -> np.ndarray:
         why = "it is a directory" if os.path.isdir(path) else "no such file"
         raise SystemExit(f"error: cannot read {what} {path!r}: {why}")
     try:
-        img = cv2.imread(path, flags)
+        with quiet_stderr():  # (libpng prints "libpng error: ..." of a cut file)
+            img = cv2.imread(path, flags)
     except cv2.error as exc:
         raise SystemExit(
             f"error: cannot read {what} {path!r}: {_cv2_reason(exc)}"
@@ -76,6 +139,31 @@ def _imread(path: str, flags: int, what: str) -> np.ndarray:
 def _cv2_reason(exc: Exception) -> str:
     """The short text of a ``cv2.error`` (without OpenCV's file and line)."""
     return str(getattr(exc, "err", None) or exc).strip()
+
+
+#: a --rect value with a negative first number (``-5,-5,50,50``), which argparse
+#: would take for an option
+_NEGATIVE_RECT = re.compile(r"-\d+(\s*,\s*[-+]?\d+){3}")
+
+
+def _join_negative_rect(argv: list[str]) -> list[str]:
+    """``argv`` with ``--rect -5,-5,50,50`` given as ``--rect=-5,-5,50,50`` (argparse
+    reads a value that starts with ``-`` and is no plain number as an option: "expected
+    one argument"). Nothing after ``--`` changes."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--":
+            out += argv[i:]
+            break
+        if (argv[i] == "--rect" and i + 1 < len(argv)
+                and _NEGATIVE_RECT.fullmatch(argv[i + 1])):  # fmt: skip
+            out.append(f"--rect={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 def _parse_rect(text: str) -> tuple[int, int, int, int]:
@@ -96,10 +184,12 @@ _DIM = (np.arange(256, dtype=np.float32) * np.float32(0.3)).astype(np.uint8)
 
 def _dimmed(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The overlay's base: RGB uint8, the object as it is and the background at 0.3
-    of its value (float32, clipped to [0, 255] and truncated)."""
+    of its value (float32, clipped to [0, 255] and truncated); a float picture on
+    the [0, 1] scale is put on the 0..255 scale first."""
     import cv2
 
-    img = image if image.ndim == 3 else np.stack([image] * 3, axis=-1)
+    img = _on_255_scale(image)
+    img = img if img.ndim == 3 else np.stack([img] * 3, axis=-1)
     img = img[..., :3]
     m = np.ascontiguousarray(mask, dtype=bool)  # no copy of a boolean mask
     if img.dtype == np.uint8 and img.shape[-1] == 3:
@@ -211,36 +301,59 @@ def output_problem(path: str, kind: str = "file") -> str | None:
     None. The GUI's pictures are checked with it too."""
     if os.path.isdir(path) or path.endswith(("/", os.sep)):
         return "it is a directory; give a file name"
-    name_bytes = len(os.fsencode(os.path.basename(path)))
-    if name_bytes > _NAME_MAX:  # checked before the work: no other output replaced
-        return (
-            f"the file name is {name_bytes} bytes long; file systems take at most "
-            f"{_NAME_MAX}"
-        )
-    parent = os.path.dirname(path) or "."
-    if not os.path.isdir(parent):
-        why = "does not exist" if not os.path.exists(parent) else "is not a directory"
-        return f"the directory {parent!r} {why}"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"the directory {parent!r} is not writable"
-    if os.path.exists(path) and not os.access(path, os.W_OK):
+    fd = open_descriptor(path)
+    if fd is not None:
+        problem = _descriptor_problem(fd)
+        if problem is not None:
+            return problem
+    stream = is_stream(path)
+    if not stream:
+        name_bytes = len(os.fsencode(os.path.basename(path)))
+        if name_bytes > _NAME_MAX:  # checked before the work: no output replaced
+            return (
+                f"the file name is {name_bytes} bytes long; file systems take at "
+                f"most {_NAME_MAX}"
+            )
+        parent = os.path.dirname(path) or "."
+        if not os.path.isdir(parent):
+            why = (
+                "does not exist" if not os.path.exists(parent) else "is not a directory"
+            )
+            return f"the directory {parent!r} {why}"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"the directory {parent!r} is not writable"
+    if fd is None and os.path.exists(path) and not os.access(path, os.W_OK):
         return "the file is read-only"
+    ext = _extension(path)
+    if stream and not ext:
+        return None  # written in its kind's default format (see replacing)
     if kind == "video":
         return _video_extension_problem(path)
     if kind in ("pfm", "flo"):  # a format of its own: an image name would mislead
-        ext = _extension(path).lower()
-        if os.path.exists(path) and not os.path.isfile(path):
-            return None  # a pipe or a device
-        if ext != f".{kind}":
+        if stream:
+            return None
+        if ext.lower() != f".{kind}":
             return f"this output is a .{kind} file; name it with the .{kind} extension"
         return None
     if kind not in ("image", "mask", "colour", "image16"):
         return None
     import cv2
 
-    ext = _extension(path)
     if not ext:
         return "no file extension to choose the image format; add .png"
+    if kind == "mask" and ext.lower() in _EXT_FLOAT:
+        return (
+            f"a {ext!r} image stores floating-point values and a mask is 8-bit "
+            "(255 = object); use .png, .tif, .bmp or .pgm"
+        )
+    if ext.lower() in _EXT_FLOAT:  # (whether this OpenCV has a writer or not)
+        # OpenCV would store the integer values as they are (255.0 for white),
+        # where readers of these formats take 1.0 for white
+        bits = "16-bit" if kind == "image16" else "8-bit"
+        return (
+            f"a {ext!r} image stores floating-point values and this picture is "
+            f"{bits}; use .png, .tif" + (" or .jpg" if bits == "8-bit" else "")
+        )
     if not cv2.haveImageWriter(path):
         return (
             f"unknown image format: OpenCV has no writer for the extension {ext!r}; "
@@ -255,11 +368,6 @@ def output_problem(path: str, kind: str = "file") -> str | None:
         return (
             "a '.pbm' image holds one bit a pixel and this picture has 256 grey "
             "levels; use .png, .pgm or .tif"
-        )
-    if kind == "mask" and ext.lower() in _EXT_FLOAT:
-        return (
-            f"a {ext!r} image stores floating-point values and a mask is 8-bit "
-            "(255 = object); use .png, .tif, .bmp or .pgm"
         )
     if kind == "mask" and ext.lower() in _EXT_LOSSY:
         return (
@@ -297,7 +405,8 @@ def _check_distinct(outputs: list, inputs: list) -> None:
     for path, option in outputs:
         if not path:
             continue
-        key = os.path.realpath(path)
+        fd = open_descriptor(path)
+        key = f"/dev/fd/{fd}" if fd is not None else os.path.realpath(path)
         if key in seen:
             raise SystemExit(
                 f"error: {seen[key]} and {option} name the same file {path!r}; give "
@@ -317,20 +426,107 @@ def _check_distinct(outputs: list, inputs: list) -> None:
                 )
 
 
+#: the standard streams' names under /dev, by descriptor
+_STD_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def open_descriptor(path: str) -> int | None:
+    """The file descriptor that ``path`` names, where it names one the process holds:
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N`` (or this
+    process's ``/proc/PID/fd/N``), as given or through symbolic links; else None.
+
+    Such a name is not resolved further: the descriptor's file is written through
+    the descriptor (a pipe's ``pipe:[N]`` is no path; a file redirected with ``>>``
+    is appended to only through the descriptor the shell opened)."""
+    dirs = ("/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/",
+            f"/proc/{os.getpid()}/fd/")  # fmt: skip
+    p = os.path.abspath(path)
+    for _ in range(40):  # a loop of links ends here too
+        if p in _STD_NAMES:
+            return _STD_NAMES[p]
+        for d in dirs:
+            if p.startswith(d) and p[len(d) :].isdigit():
+                return int(p[len(d) :])
+        try:
+            link = os.readlink(p)
+        except OSError:  # not a link (or nothing there)
+            return None
+        p = os.path.normpath(os.path.join(os.path.dirname(p), link))
+    return None
+
+
+def _descriptor_name(fd: int) -> str:
+    names = {0: "standard input", 1: "standard output", 2: "standard error"}
+    return names.get(fd, f"file descriptor {fd}")
+
+
+def _std_stream(fd: int):
+    """Python's stream of standard output (1) or error (2); None when closed (or
+    for another descriptor)."""
+    return {1: sys.stdout, 2: sys.stderr}.get(fd)
+
+
+def _descriptor_problem(fd: int) -> str | None:
+    """Why descriptor ``fd`` cannot be written (closed, open for reading only), or
+    None."""
+    name = _descriptor_name(fd)
+    if fd in (1, 2) and _std_stream(fd) is None:  # closed when the command started
+        return f"{name} is closed"
+    try:
+        os.fstat(fd)
+    except OSError:
+        return f"{name} is closed"
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX: the write tells)
+        return None
+    if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+        return f"{name} is open for reading only"
+    return None
+
+
+def check_stdout(option: str) -> None:
+    """``error: ...`` for ``option`` given as ``-`` (standard output) where standard
+    output is closed (before the work)."""
+    if sys.stdout is None:
+        raise SystemExit(
+            f"error: cannot write to standard output ({option} -): standard output "
+            "is closed"
+        )
+
+
+def is_stream(path: str) -> bool:
+    """Whether ``path`` is written in place, never replaced: an open descriptor's
+    name (see :func:`open_descriptor`), or an existing file that is not a regular
+    file (a named pipe, a device such as ``/dev/null``)."""
+    if open_descriptor(path) is not None:
+        return True
+    return os.path.exists(path) and not os.path.isfile(path)
+
+
 @contextlib.contextmanager
-def replacing(path: str) -> Iterator[str]:
+def replacing(path: str, default_ext: str = "") -> Iterator[str]:
     """A file name beside ``path`` (same extension) to write ``path``'s new content
     to: moved over ``path`` when the block ends, removed when it raises. A write
     that fails (a full disk) leaves what was at ``path`` as it was, and nothing
     half-written; an existing file keeps its permissions. A symbolic link is
     followed (the file it names gets the content; the link stays), a read-only
-    file is a PermissionError, as for a direct write, and what is not a regular file
-    (a pipe, a device such as ``/dev/stdout``) is written in place."""
-    target = os.path.realpath(path)  # a link keeps pointing at the file it names
-    if os.path.exists(target) and not os.path.isfile(target):
-        # a pipe, a device (/dev/stdout, /dev/null): written in place, never replaced
-        yield path
+    file is a PermissionError, as for a direct write.
+
+    What is not a regular file is written in place, never replaced: the name of a
+    descriptor the process holds (``/dev/stdout``, ``/dev/fd/3``: through that
+    descriptor, where earlier output on it and a ``>>`` redirection's appending
+    are kept), a named pipe or a device (opened as named). The block then writes a
+    temporary file (the extension of ``path``, or ``default_ext`` where it has
+    none: the format of a picture or video), copied there when it ends, after
+    what the command printed on the same stream before."""
+    if is_stream(path):
+        with tempfile.TemporaryDirectory(prefix="vision-cuts-") as tmp:
+            part = os.path.join(tmp, "output" + (_extension(path) or default_ext))
+            yield part
+            _copy_in_place(part, path)
         return
+    target = os.path.realpath(path)  # a link keeps pointing at the file it names
     if os.path.exists(target) and not os.access(target, os.W_OK):
         # a rename needs only the folder's permission: refuse as a write would
         raise PermissionError(errno.EACCES, "the file is read-only", path)
@@ -349,13 +545,46 @@ def replacing(path: str) -> Iterator[str]:
             os.remove(part)
 
 
+def _copy_in_place(part: str, path: str) -> None:
+    """The bytes of file ``part`` written to ``path``, a stream (see
+    :func:`is_stream`): through the descriptor it names (standard output and
+    error through Python's streams, flushed first, so that what was printed comes
+    first), else through ``path`` opened as named."""
+    fd = open_descriptor(path)
+    with open(part, "rb") as src:
+        if fd is None:
+            with open(path, "wb") as dst:  # (no truncation of a pipe or a device)
+                shutil.copyfileobj(src, dst)
+            return
+        problem = _descriptor_problem(fd)
+        if problem is not None:
+            raise OSError(errno.EBADF, problem, path)
+        stream = _std_stream(fd)
+        if stream is not None:
+            stream.flush()
+            buffer = getattr(stream, "buffer", None)
+            if buffer is not None:
+                shutil.copyfileobj(src, buffer)
+                buffer.flush()
+                return
+        while chunk := src.read(1 << 20):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+
+
 @contextlib.contextmanager
-def _writing(path: str, option: str) -> Iterator[str]:
+def _writing(path: str, option: str, default_ext: str = "") -> Iterator[str]:
     """Write ``path`` through :func:`replacing` (the block writes the name it is
-    given); an ``OSError`` is ``error: cannot write ...``."""
+    given); an ``OSError`` is ``error: cannot write ...``. A reader of standard
+    output that left (``| head``) ends the command quietly (see :func:`main`)."""
     try:
-        with replacing(path) as part:
+        with replacing(path, default_ext) as part:
             yield part
+    except BrokenPipeError:
+        if open_descriptor(path) != 1:
+            raise _cannot_write(path, option, "the reader of the pipe left") from None
+        raise
     except OSError as exc:
         raise _cannot_write(path, option, exc.strerror or str(exc)) from None
 
@@ -367,15 +596,15 @@ class _NotWritten(Exception):
 def imwrite_replacing(path: str, img: np.ndarray) -> bool:
     """``cv2.imwrite(path, img)`` (BGR or grey) through :func:`replacing`. A grey
     picture goes into a colour-only format (``.ppm``, ``.ras``, ``.sr``, ``.gif``) as
-    three equal channels. False where
-    the writer failed (``path`` then as it was); ``cv2.error`` and ``OSError`` pass
-    through."""
+    three equal channels; a stream without an extension (``/dev/stdout``) gets a
+    PNG. False where the writer failed (``path`` then as it was); ``cv2.error`` and
+    ``OSError`` pass through."""
     import cv2
 
     if img.ndim == 2 and _extension(path).lower() in _EXT_COLOUR_ONLY:
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     try:
-        with replacing(path) as part:
+        with replacing(path, ".png") as part:
             if not cv2.imwrite(part, img):
                 raise _NotWritten
     except _NotWritten:
@@ -391,6 +620,10 @@ def _write_image(path: str, img: np.ndarray, option: str) -> None:
         ok = imwrite_replacing(path, img)
     except cv2.error as exc:  # e.g. no writer for the extension
         raise _cannot_write(path, option, f"OpenCV: {_cv2_reason(exc)}") from None
+    except BrokenPipeError:
+        if open_descriptor(path) == 1:  # the reader of standard output left
+            raise
+        raise _cannot_write(path, option, "the reader of the pipe left") from None
     except OSError as exc:
         raise _cannot_write(path, option, exc.strerror or str(exc)) from None
     if not ok:
@@ -505,6 +738,15 @@ def _cmd_segment(args: argparse.Namespace) -> int:
     fg = _load_mask(args.fg, (h, w), "foreground")
     bg = _load_mask(args.bg, (h, w), "background")
     rect = args.rect
+    if rect is None and fg is not None and bg is not None:  # scribbles, no box
+        for path, marks, option in ((args.fg, fg, "--fg"), (args.bg, bg, "--bg")):
+            if not marks.any():
+                what = "foreground" if option == "--fg" else "background"
+                raise SystemExit(
+                    f"error: the {what} mask {path!r} ({option}) marks no pixels "
+                    "(every pixel is 0 or transparent); without --rect both masks "
+                    "must mark some"
+                )
     if rect is None and (fg is None or bg is None):  # the two scribbles need none
         from .segmentation import default_box
 
@@ -589,6 +831,15 @@ def _cmd_stereo(args: argparse.Namespace) -> int:
 
     if args.colormap and not args.output:
         raise SystemExit("error: --colormap colours the -o picture; give -o FILE")
+    ext = _extension(args.output or "")
+    if ext.lower() in _EXT_FLOAT:
+        raise _cannot_write(
+            args.output,
+            "-o/--output",
+            f"a {ext!r} image stores floating-point values and -o writes an 8-bit "
+            "picture (disparity x 255 / --max-disparity); use --pfm FILE for the "
+            "disparity as floats, or .png for the picture",
+        )
     _check_output(args.output, "-o/--output", "colour" if args.colormap else "image")
     _check_output(args.png16, "--png16", "image16")
     if args.png16 and args.max_disparity * 256 > 65535:
@@ -686,8 +937,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--rect",
         type=_parse_rect,
         default=None,
-        help="x,y,w,h box around the object (default: a central box, unless both "
-        "--fg and --bg are given: then no box)",
+        metavar="X,Y,W,H",
+        help="box around the object: left, top, width, height in pixels (default: a "
+        "central box, unless both --fg and --bg are given: then no box); a box that "
+        "starts left of or above the picture may be given as --rect=-5,-5,50,50",
     )
     s.add_argument("-o", "--output", help="write the mask (PNG, 255 = object)")
     s.add_argument("--overlay", help="write an overlay picture (PNG)")
@@ -758,9 +1011,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_opencv() -> None:
+    """Keep OpenCV's and FFmpeg's own log lines (``[ WARN:0@...] imwrite_(...)``
+    with a temporary file's name, ``[png @ 0x...] Invalid PNG signature``) off
+    stderr: each failure they log is an ``error:`` line of the command's own.
+    Environment variables the user set win; ``-v`` keeps the logs. What a codec
+    library prints itself (libpng) is silenced where it is called
+    (:func:`quiet_stderr`)."""
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "SILENT")  # read when cv2 first logs
+    # read when OpenCV first opens a video through FFmpeg; -8 is AV_LOG_QUIET
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None and os.environ["OPENCV_LOG_LEVEL"] == "SILENT":
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vision-cuts`` command."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(_join_negative_rect(argv))
+    if not args.verbose:
+        _quiet_opencv()
     level = logging.INFO if args.verbose else logging.WARNING
     handler = _LogHandler()
     # on the handler too: libraries that set their loggers' own levels (Dask's

@@ -135,6 +135,14 @@ def _not_in_output(out: str, inputs: list, option: str) -> None:
                 )
 
 
+def _check_exists(spec: str, what: str) -> None:
+    """An input that is no glob pattern must exist (the library would say that a
+    missing folder holds no image files)."""
+    if any(c in spec for c in "*?[") or os.path.exists(spec):
+        return
+    raise SystemExit(f"error: cannot read the {what} {spec!r}: no such folder or file")
+
+
 def _refuse(args: argparse.Namespace, names: tuple, why: str) -> None:
     """Single-file options given in many-file mode are an error, not ignored."""
     given = [n for n in names if getattr(args, n.lstrip("-").replace("-", "_"), None)]
@@ -150,6 +158,7 @@ def segment(args: argparse.Namespace) -> int:
             "error: many-file mode takes no --fg, --bg, --overlay or --rect (each "
             "image gets the central box)"
         )
+    _check_exists(args.image, "images")
     return _run(
         args,
         segment_many,
@@ -173,6 +182,8 @@ def stereo(args: argparse.Namespace) -> int:
         args, ("--png16", "--pfm", "--colormap"),
         "each pair gets <left name>.pfm in the output folder",
     )  # fmt: skip
+    _check_exists(args.left, "left images")
+    _check_exists(args.right, "right images")
     left = _expand(args.left, "left")
     right = _expand(args.right, "right")
     if len(left) != len(right):
@@ -210,11 +221,13 @@ def flow(args: argparse.Namespace) -> int:
         raise SystemExit(
             "error: many-file mode takes no --fourcc (it writes .flo files, no video)"
         )
-    if args.view != "arrows" or args.arrow_scale != 1.0:
+    if args.view is not None or args.arrow_scale is not None:
         raise SystemExit(
             "error: many-file mode takes no --view or --arrow-scale (it writes .flo "
             "files, no pictures)"
         )
+    for spec in args.inputs:
+        _check_exists(spec, "frames or video")
     sequences: dict = {}
     if len(args.inputs) > 1 and all(
         os.path.isfile(s) and not _is_video(s) for s in args.inputs

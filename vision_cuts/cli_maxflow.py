@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -29,8 +30,53 @@ def _text_output(path: str, option: str) -> Iterator[TextIO]:
         yield f
 
 
+#: the signatures of compressed files, which a DIMACS reader takes for text
+_COMPRESSED = {
+    b"\x1f\x8b": ("gzip", "gunzip"),
+    b"BZh": ("bzip2", "bunzip2"),
+    b"\xfd7zXZ\x00": ("xz", "unxz"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
+
+#: how much of a file is looked at to tell text from binary
+_SNIFF = 1 << 16
+
+
+def _check_text(path: str) -> None:
+    """``error: ...`` where the regular file ``path`` is not text (compressed, or
+    with NUL bytes), whose first line the reader's error would echo as raw bytes. A
+    pipe is not read ahead (its bytes would be lost)."""
+    if not os.path.isfile(path):
+        return  # (missing: the reader says so; a pipe: read as it comes)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF)
+    except OSError:
+        return  # the reader reports it
+    for magic, (kind, tool) in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise SystemExit(
+                f"error: {path!r} is {kind}-compressed, not a DIMACS text file; "
+                f"decompress it first ({tool})"
+            )
+    # (bytes that are no UTF-8 alone are taken: the reader replaces them, as in a
+    # comment line in Latin-1)
+    if b"\x00" in head:
+        raise SystemExit(
+            f"error: {path!r} is not a text file (a DIMACS max-flow file is text: "
+            "p, n and a lines)"
+        )
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a binary line quoted in an error) escaped
+    as Python writes them."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
 def _cmd_maxflow(args: argparse.Namespace) -> int:
-    from .cli import _check_distinct, _check_output
+    from .cli import _check_distinct, _check_output, check_stdout, open_descriptor
     from .dimacs import read_dimacs
     from .graph import maximum_flow
 
@@ -39,11 +85,22 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
             "error: --flow and --cut both name standard output ('-'); give one of "
             "them a file"
         )
-    files = [(p, o) for p, o in ((args.flow, "--flow"), (args.cut, "--cut"))
-             if p != STDOUT]  # fmt: skip
-    for path, option in files:
-        _check_output(path, option)
+    outputs = [(p, o) for p, o in ((args.flow, "--flow"), (args.cut, "--cut"))
+               if p is not None]  # fmt: skip
+    for path, option in outputs:
+        if path == STDOUT:
+            check_stdout(option)
+        else:
+            _check_output(path, option)
+    files = [(p, o) for p, o in outputs if p != STDOUT]
     _check_distinct(files, [args.file])
+    if STDOUT in (args.flow, args.cut) and any(open_descriptor(p) == 1
+                                               for p, _ in files):  # fmt: skip
+        raise SystemExit(
+            "error: --flow and --cut both name standard output ('-' and "
+            "'/dev/stdout'); give one of them a file"
+        )
+    _check_text(args.file)
     # with an output on standard output the summary goes to standard error
     report = sys.stderr if STDOUT in (args.flow, args.cut) else sys.stdout
     t0 = time.perf_counter()
@@ -54,7 +111,7 @@ def _cmd_maxflow(args: argparse.Namespace) -> int:
             f"error: cannot read {args.file!r}: {exc.strerror or exc}"
         ) from None
     except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(f"error: {_printable(str(exc))}") from None
     except MemoryError:
         raise SystemExit(
             f"error: {args.file}: not enough memory to read the graph"

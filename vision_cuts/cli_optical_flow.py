@@ -13,7 +13,6 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from .cli import (
     _writing,
     add_backend_option,
     cli_error,
+    quiet_stderr,
 )
 from .optical_flow import DETECTORS
 
@@ -59,22 +59,27 @@ def add_parser(subparsers) -> None:
     f.add_argument(
         "--view",
         choices=_VIEWS,
-        default="arrows",
-        help="what -o shows: sparse arrows on the frame, the Middlebury colour coding "
-        "of the dense flow, or both side by side (color and both compute dense flow)",
+        default=None,
+        help="what -o shows: sparse arrows on the frame (the default), the Middlebury "
+        "colour coding of the dense flow, or both side by side (color and both "
+        "compute dense flow)",
     )
     f.add_argument(
         "--color", help="pair mode: write the dense flow colour coding (PNG)"
     )
     f.add_argument("--flo", help="pair mode: write the dense flow as a .flo file")
     f.add_argument(
-        "--arrow-scale", type=float, default=1.0, help="length factor of the arrows"
+        "--arrow-scale",
+        type=float,
+        default=None,
+        help="length factor of the arrows of -o (default 1)",
     )
     f.add_argument(
         "--max-magnitude",
         type=float,
         default=None,
-        help="flow magnitude of full colour saturation (default: per frame maximum)",
+        help="flow magnitude of full colour saturation in the colour coding (-o with "
+        "--view color or both, --color; default: per frame maximum)",
     )
     f.add_argument(
         "--detector", choices=DETECTORS, default="fast-brief",
@@ -178,6 +183,33 @@ def _check_args(args) -> None:
         raise SystemExit(f"error: --max-frames must be positive, got {args.max_frames}")
 
 
+def _check_drawing(args) -> None:
+    """The drawing options only with an output that they change (they were ignored,
+    and ``--view color`` without ``-o`` computed dense flow for nothing); then the
+    defaults of those not given."""
+    view = args.view or "arrows"
+    arrows = args.output and view in ("arrows", "both")
+    colour = (args.output and view in ("color", "both")) or args.color
+    if args.view is not None and not args.output:
+        raise SystemExit(
+            f"error: --view chooses what the -o picture or video shows; give -o FILE "
+            f"(--view {args.view})"
+        )
+    if args.arrow_scale is not None and not arrows:
+        raise SystemExit(
+            "error: --arrow-scale sizes the arrows of -o (--view arrows or both), and "
+            "no output here shows arrows"
+        )
+    if args.max_magnitude is not None and not colour:
+        raise SystemExit(
+            "error: --max-magnitude sets the colour coding's saturation (-o with "
+            "--view color or both, or --color), and no output here shows it"
+        )
+    args.view = view
+    if args.arrow_scale is None:
+        args.arrow_scale = 1.0
+
+
 def _cmd_flow(args: argparse.Namespace) -> int:
     from . import cli_many
 
@@ -198,6 +230,7 @@ def _cmd_flow(args: argparse.Namespace) -> int:
     ) if given]  # fmt: skip
     if pair and video_only:
         raise SystemExit(f"error: {', '.join(video_only)}: for a video, not a pair")
+    _check_drawing(args)
     if len(args.fourcc) != 4:
         raise SystemExit(
             f"error: --fourcc is a four-character codec code, got {args.fourcc!r}"
@@ -246,26 +279,6 @@ def _pair(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Silence what OpenCV and FFmpeg print on the process's stderr (their logs of
-    a writer that fails to open); the command reports the failure in one line."""
-    import cv2
-
-    level = cv2.utils.logging.getLogLevel()
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        cv2.utils.logging.setLogLevel(level)
-
-
 def _open_writer(args: argparse.Namespace, fps: float, size: tuple, path: str):
     """The video writer of ``-o`` for frames of ``size`` (width, height), writing
     ``path`` (the file beside ``-o`` that replaces it at the end), or ``error:
@@ -274,7 +287,7 @@ def _open_writer(args: argparse.Namespace, fps: float, size: tuple, path: str):
 
     fourcc = args.fourcc
     try:
-        with _quiet_stderr():
+        with quiet_stderr():
             writer = cv2.VideoWriter(
                 path, cv2.VideoWriter_fourcc(*fourcc), float(fps), size
             )
@@ -299,7 +312,7 @@ def _check_written(path: str, frames: int, shown: str | None = None) -> None:
     it)."""
     import cv2
 
-    with _quiet_stderr():
+    with quiet_stderr():
         cap = cv2.VideoCapture(path)
         try:
             ok = cap.isOpened()
@@ -329,7 +342,7 @@ def _video(args: argparse.Namespace) -> int:
     back (a run that fails leaves what was there)."""
     if not args.output:
         return _video_to(args, None)
-    with _writing(args.output, "-o/--output") as part:
+    with _writing(args.output, "-o/--output", ".mp4") as part:
         return _video_to(args, part)
 
 
@@ -338,9 +351,12 @@ def _video_to(args: argparse.Namespace, part: str | None) -> int:
 
     path = args.inputs[0]
     if not Path(path).is_file():
+        if Path(path).is_dir():
+            raise SystemExit(f"error: cannot read video {path!r}: it is a directory")
         raise SystemExit(f"error: no such video file {path!r}")
-    cap = cv2.VideoCapture(path)
-    ok, first = cap.read() if cap.isOpened() else (False, None)
+    with quiet_stderr():  # (FFmpeg logs a file it cannot open, twice)
+        cap = cv2.VideoCapture(path)
+        ok, first = cap.read() if cap.isOpened() else (False, None)
     if not ok or first is None:
         cap.release()
         raise SystemExit(f"error: cannot read video {path!r} (no decodable frame)")
