@@ -410,10 +410,10 @@ def grid_energy(
         Per-edge multiplier ``w_pq``; ``weights[d, p]`` couples p with its forward
         neighbour in direction ``d`` (0 = +x, last axis; 1 = +y; 2 = +z in 3-D, then
         the diagonals in the module docstring's order). Entries whose neighbour lies
-        outside the grid are ignored (``grid_energy`` checks integer ones only
-        against the ``2**62`` bound, and floating ones, which ``scale`` multiplies
-        with the rest, for being finite too; ``minimize_labels`` checks every
-        entry). Default 1.
+        outside the grid are ignored: from integer arrays without ``pairwise`` and
+        ``scale`` (the one-pass path) not read at all, else checked only against the
+        ``2**62`` bound, and floating ones, which ``scale`` multiplies with the rest,
+        for being finite too (``minimize_labels`` checks every entry). Default 1.
     connectivity : int
         The neighbourhood: its number of neighbours (2-D: 4 or 8; 3-D: 6, 18 or 26) or
         SciPy's rank (1: faces, the default; 2: and edges; 3: and corners). Diagonal
