@@ -155,3 +155,11 @@ def data_dir() -> Path:
     if path is None:
         pytest.skip(f"no data directory (set {_DATA_ENV})")
     return path
+
+
+@pytest.fixture
+def dimacs(tmp_path):
+    """A two-node DIMACS max-flow file (one arc of capacity 3)."""
+    path = tmp_path / "f.max"
+    path.write_text("p max 2 1\nn 1 s\nn 2 t\na 1 2 3\n")
+    return path

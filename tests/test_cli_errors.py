@@ -73,13 +73,6 @@ def pair(tmp_path):
 
 
 @pytest.fixture
-def dimacs(tmp_path):
-    path = tmp_path / "f.max"
-    path.write_text("p max 2 1\nn 1 s\nn 2 t\na 1 2 3\n")
-    return path
-
-
-@pytest.fixture
 def no_gpu(monkeypatch):
     """A machine without CuPy, whatever this one has."""
     monkeypatch.delenv("VISION_CUTS_BACKEND", raising=False)

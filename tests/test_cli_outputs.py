@@ -26,13 +26,6 @@ CLI = [sys.executable, "-m", "vision_cuts.cli"]
 
 
 @pytest.fixture
-def dimacs(tmp_path):
-    path = tmp_path / "f.max"
-    path.write_text("p max 2 1\nn 1 s\nn 2 t\na 1 2 3\n")
-    return path
-
-
-@pytest.fixture
 def pair(tmp_path):
     rng = np.random.default_rng(1)
     left = cv2.GaussianBlur(
