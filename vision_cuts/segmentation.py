@@ -617,10 +617,10 @@ def _check_grabcut_args(
         _check_init(init, components, shape)
 
 
-def _check_init(init: Any, components: Any, shape: tuple | None) -> int:
+def _check_init(init: Any, components: Any, shape: tuple | None) -> None:
     """A previous result to refine: its mask (of the image's shape, 0 / 1) and its
     two colour models (the same number K of Gaussians, finite, weights >= 0 and
-    covariances positive definite); ``components`` None or K. Returns K."""
+    covariances positive definite); ``components`` None or K."""
     if not isinstance(init, GrabCutResult):
         raise TypeError(f"init must be a GrabCutResult, got {type(init).__name__}")
     if shape is not None and tuple(init.mask.shape) != shape:
@@ -631,8 +631,8 @@ def _check_init(init: Any, components: Any, shape: tuple | None) -> int:
         mask = np.asarray(to_numpy(init.mask))
         if mask.dtype.kind not in "biuf":
             raise TypeError(f"init.mask must hold 0 and 1, got dtype {mask.dtype}")
-        bad = (mask != 0) & (mask != 1)
-        if bool(bad.any()):
+        bad = None if mask.dtype == bool else (mask != 0) & (mask != 1)
+        if bad is not None and bool(bad.any()):
             at = first_index(bad)
             raise ValueError(
                 f"init.mask must hold 0 and 1, got {mask[at].item()!r} at {at}"
@@ -682,7 +682,6 @@ def _check_init(init: Any, components: Any, shape: tuple | None) -> int:
             f"components must be left out or equal init's number of Gaussians "
             f"({sizes[0]}) when refining a result, got {components!r}"
         )
-    return sizes[0]
 
 
 def _trimap(shape: tuple, box: Any, fg: Any, bg: Any, init: Any) -> tuple:
@@ -970,7 +969,8 @@ def grabcut(
     fixed_bg, fixed_fg, free, labels = _trimap(shape, box, fg, bg, init)
     window = _free_window(free)
     weights = _smoothness(img, float(smoothness), xp, planes)
-    k = _check_init(init, None, None) if init is not None else int(components or 5)
+    # (init's models were checked above: both hold K Gaussians)
+    k = int(len(init.foreground_model.weights) if init is not None else components or 5)
     if xp is np:
         loop = _grabcut_cpu
         models = _initial_models(img.reshape(-1, 3), labels, init, k)
