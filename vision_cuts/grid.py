@@ -473,13 +473,7 @@ def grid_energy(
         _check_weights_shape(w, grid, D)
         return _potts_energy(u, w, xp)
     # whether rounding made the terms: a submodular float term may round below 0
-    rounded = scale is not None and any(
-        getattr(a, "dtype", None) is not None
-        and a.dtype.kind == "f"
-        or isinstance(a, (list, tuple))
-        and np.asarray(regular_array(a, name)).dtype.kind == "f"
-        for a, name in ((pairwise, "pairwise"), (weights, "weights"))
-    )
+    rounded = scale is not None and (_is_float(pairwise) or _is_float(weights))
     (pw, pmax), (w, wmax) = _pairwise_terms(pairwise, weights, scale, grid, D, xp)
     # every int64 value below is a sum of a few of these: bound them so that none wraps
     if umax + 8 * D * pmax * wmax >= 2**62:
@@ -554,6 +548,17 @@ def grid_energy(
     return GridEnergy._trusted(
         s.astype(np.int32), t.astype(np.int32), edges.astype(np.int32), constant
     )
+
+
+def _is_float(a: Any) -> bool:
+    """Whether ``a`` (an array, a nested list or None) holds floats; read from its
+    dtype, without a copy of an array to the other backend."""
+    if isinstance(a, (list, tuple)):
+        try:
+            a = np.asarray(a)
+        except (ValueError, TypeError):  # a ragged list: the checks that follow
+            return False  # name it
+    return getattr(getattr(a, "dtype", None), "kind", "") == "f"
 
 
 def _pairwise_terms(
