@@ -33,6 +33,9 @@
 #   distributed vision_cuts.distributed against the single-process loop on the GPUs
 #               present (stereo, GrabCut and flow; one worker per GPU with dask-cuda
 #               from the wheels in .whl-dask/, installed here without dependencies)
+#   fuzz        every front end on random inputs of its own, backend="gpu" against
+#               the CPU and independent oracles (benchmarks/fuzz_backends.py, 5 min;
+#               failures, notes and slow outliers in fuzz.json)
 #   all         everything above (the default)
 #   quick       the same as gputests
 #
@@ -187,5 +190,12 @@ if want distributed && have_data distributed; then
             | tee "$OUT/bench_distributed_$1.log" \
             | grep -v -E "^[0-9-]+ [0-9:,]+ - distributed" || rc=1
     done
+fi
+if want fuzz; then
+    # from another folder: the checkout's vision_cuts/ lacks the kernels folder the
+    # installed package has
+    repo=$(pwd)
+    (cd /tmp && python3 -P "$repo/benchmarks/fuzz_backends.py" --minutes 5 --seed 1 \
+        --out "$OUT/fuzz") 2>&1 | tail -20 | tee "$OUT/fuzz.log" || rc=1
 fi
 exit $rc
