@@ -1719,28 +1719,18 @@ def bad_inputs(rng):
     ):
         arrays, kw = _bad_grid(rng, what)
         must = what not in ("bool", "mixed_dtype")
-        cases.append(
-            (
-                f"maxflow_grid/{what}",
-                lambda xp, arrays=arrays, kw=kw: (
-                    vc.maxflow_grid,
-                    tuple(to(xp, a) for a in arrays),
-                    kw,
-                ),
-                must,
+        for fn in (vc.maxflow_grid, vc.grid_graph):
+            cases.append(
+                (
+                    f"{fn.__name__}/{what}",
+                    lambda xp, fn=fn, arrays=arrays, kw=kw: (
+                        fn,
+                        tuple(to(xp, a) for a in arrays),
+                        kw,
+                    ),
+                    must,
+                )
             )
-        )
-        cases.append(
-            (
-                f"grid_graph/{what}",
-                lambda xp, arrays=arrays, kw=kw: (
-                    vc.grid_graph,
-                    tuple(to(xp, a) for a in arrays),
-                    kw,
-                ),
-                must,
-            )
-        )
     shape = tuple(int(v) for v in rng.integers(2, 8, 2))
     u = rng.integers(-10, 10, (*shape, 2))
     w = rng.integers(0, 5, (2, *shape))
