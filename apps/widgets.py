@@ -426,6 +426,10 @@ class WorkerTab(QWidget):
         self.backend = backend
         self._task: Job | None = None
         self._runner = Runner(f"vision_cuts {type(self).__name__}")
+        # files are read on a thread of their own: a read neither waits for the
+        # running solve nor cancels it (a picture that fails to open leaves it be)
+        self._reader = Runner(f"vision_cuts {type(self).__name__} reader")
+        self._reading: Job | None = None
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(160)
         self.progress.setTextVisible(False)
@@ -464,16 +468,14 @@ class WorkerTab(QWidget):
         fn: Callable[[Callable[[int, int], None]], Any],
         on_done: Callable[[Any], None],
         label: str,
-        error_title: str = "Error",
     ) -> Job:
         """Run ``fn(callback)`` on the worker thread; ``on_done(result)`` on success.
 
         A job still running is cancelled first (it stops at its next progress report).
-        A failure of ``fn`` or of ``on_done`` is a dialog titled ``error_title``.
         """
         if self._task is not None:
             self._task.cancel()
-        task = Job(fn, on_done, label, error_title)
+        task = Job(fn, on_done, label)
         self._task = task
         # bound methods of this (GUI-thread) object: the signals arrive queued
         task.started.connect(self._on_started)
@@ -500,10 +502,45 @@ class WorkerTab(QWidget):
         label: str,
         title: str,
     ) -> Job:
-        """``read()`` on the worker thread, then ``use(what it read)`` here: decoding
-        a large picture takes seconds, which the window must not freeze for. A
-        failure is a dialog titled ``title``, as the direct ``open_*`` calls show."""
-        return self.start_job(lambda _callback: read(), use, label, title)
+        """``read()`` on a reader thread, then ``use(what it read)`` here: decoding a
+        large picture takes seconds, which the window must not freeze for. The
+        running solve goes on meanwhile (``use`` replaces the inputs, and with them
+        the solve, as the direct ``open_*`` calls do); a failure is a dialog titled
+        ``title`` and leaves the solve be. A read still queued or running when the
+        next one starts is dropped."""
+        if self._reading is not None:
+            self._reading.cancel()
+        job = Job(lambda _callback: read(), use, label, title)
+        self._reading = job
+        job.succeeded.connect(self._on_read)  # bound methods: queued to this thread
+        job.failed.connect(self._on_read_failed)
+        self.statusMessage.emit(label + " ...")
+        self._reader.submit(job)
+        return job
+
+    @property
+    def reading(self) -> bool:
+        """True while files are being read for this tab."""
+        return self._reading is not None
+
+    def _on_read(self, result: Any) -> None:
+        job = self.sender()
+        if job is not self._reading or job.cancelled:
+            return
+        self._reading = None
+        try:
+            job.on_done(result)
+        except Exception as exc:  # e.g. a pair of two sizes
+            self.show_error(job.error_title, exc)
+            return
+        self.statusMessage.emit(f"{job.label}: done")
+
+    def _on_read_failed(self, exc: BaseException) -> None:
+        job = self.sender()
+        if job is not self._reading or job.cancelled:
+            return
+        self._reading = None
+        self.show_error(job.error_title, exc)
 
     def cancel(self) -> None:
         """Stop the running job (its result, if it still comes, is dropped)."""
@@ -531,6 +568,10 @@ class WorkerTab(QWidget):
                 except TypeError:  # nothing connected
                     pass
             self._idle()
+        if self._reading is not None:
+            self._reading.cancel()
+            self._reading = None
+        self._reader.stop(0)
         self._runner.stop(timeout)
 
     def show_error(self, title: str, error: Any) -> QMessageBox:
@@ -564,7 +605,7 @@ class WorkerTab(QWidget):
         try:
             task.on_done(result)
         except Exception as exc:  # displaying failed: tell the user, keep running
-            self.show_error(task.error_title, exc)
+            self.show_error("Error", exc)
             self.jobFinished.emit("error")
             return
         self.statusMessage.emit(f"{task.label}: done in {seconds:.2f} s")
@@ -575,5 +616,5 @@ class WorkerTab(QWidget):
         if task is not self._task or task.cancelled:
             return
         self._idle()
-        self.show_error(task.error_title, exc)
+        self.show_error("Error", exc)
         self.jobFinished.emit("error")

@@ -749,9 +749,9 @@ def test_cancel_stops_a_cpu_ishikawa_cut(window, qtbot, rng, monkeypatch):
 def test_open_dialogs_read_files_off_the_gui_thread(
     window, qtbot, small_coffee, tmp_path, monkeypatch
 ):
-    """Decoding a large picture takes seconds: the Open dialogs read the files on
-    the tab's worker thread (busy bar and Cancel shown) and use them on the GUI
-    thread; a file that cannot be read is the same dialog as the direct call's."""
+    """Decoding a large picture takes seconds: the Open dialogs read the files on a
+    reader thread and use them on the GUI thread; a file that cannot be read is the
+    same dialog as the direct call's."""
     import threading
 
     import cv2
@@ -776,8 +776,9 @@ def test_open_dialogs_read_files_off_the_gui_thread(
 
     seg = window.segment
     seg.open_dialog()
-    assert seg.busy and seg.cancel_button.isEnabled()
-    qtbot.waitUntil(lambda: seg.image is not None and not seg.busy, timeout=TIMEOUT_MS)
+    assert seg.reading
+    qtbot.waitUntil(lambda: seg.image is not None and not seg.reading,
+                    timeout=TIMEOUT_MS)  # fmt: skip
     np.testing.assert_array_equal(seg.image, small_coffee)
     assert seg.image_name == str(path)
 
@@ -792,9 +793,45 @@ def test_open_dialogs_read_files_off_the_gui_thread(
 
     path.write_bytes(b"this is not a picture")
     seg.open_dialog()
-    qtbot.waitUntil(lambda: seg.last_error is not None and not seg.busy,
+    qtbot.waitUntil(lambda: seg.last_error is not None and not seg.reading,
                     timeout=TIMEOUT_MS)  # fmt: skip
     assert seg.last_error.windowTitle() == "Cannot open picture"
     assert "coffee.png" in seg.last_error.text()
     np.testing.assert_array_equal(seg.image, small_coffee)  # the picture stays
     seg.last_error.close()
+
+
+def test_a_file_that_fails_to_open_leaves_the_running_solve(
+    window, qtbot, rng, tmp_path, monkeypatch
+):
+    """Reading files does not touch the running solve: a picture that fails to
+    open leaves it to finish and show its result (the read first cancelled it,
+    and the error said nothing of it)."""
+    import vision_cuts.apps.stereo_tab as stereo_mod
+
+    window.show_tab("stereo")
+    gate, calls, real = _gated_stereo(monkeypatch)
+    tab = window.stereo
+    left, right = _pair(rng, 40)
+    tab.set_pair(left, right, "slow")
+    tab.scale_box.setCurrentText("full size")
+    tab.max_disp.setValue(4)
+    finished = []
+    tab.jobFinished.connect(finished.append)
+    tab.compute()
+    qtbot.waitUntil(lambda: len(calls) == 1, timeout=TIMEOUT_MS)
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"this is not a picture")
+    monkeypatch.setattr(stereo_mod.QFileDialog, "getOpenFileName",
+                        staticmethod(lambda *a, **k: (str(bad), "")))  # fmt: skip
+    tab.open_dialog()
+    qtbot.waitUntil(lambda: tab.last_error is not None and not tab.reading,
+                    timeout=TIMEOUT_MS)  # fmt: skip
+    assert tab.last_error.windowTitle() == "Cannot open stereo pair"
+    assert tab.busy  # the solve goes on
+    tab.last_error.close()
+    gate.set()
+    qtbot.waitUntil(lambda: finished == ["done"], timeout=TIMEOUT_MS)
+    want = real(left, right, max_disparity=4, method=tab.method_box.currentText(),
+                backend="cpu")  # fmt: skip
+    np.testing.assert_array_equal(tab.disparity, want)
