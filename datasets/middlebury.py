@@ -93,10 +93,20 @@ def _read(path: Path, color: bool) -> np.ndarray:
 
     if not path.is_file():
         raise FileNotFoundError(f"missing stereo file {path}")
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE)
+    # the ground truth as stored: read as grey, a 16-bit or colour file would be
+    # cut to 8 bits or mixed into luminance (wrong disparities, silently)
+    img = cv2.imread(str(path), cv2.IMREAD_COLOR if color else cv2.IMREAD_UNCHANGED)
     if img is None:
         raise OSError(f"could not read {path}")
-    return img[..., ::-1].copy() if color else img
+    if color:
+        return img[..., ::-1].copy()
+    if img.dtype != np.uint8 or img.ndim != 2:
+        channels = 1 if img.ndim == 2 else img.shape[2]
+        raise ValueError(
+            f"{path}: a ground-truth disparity file must be 8-bit, one channel (the "
+            f"sets' format), got {img.dtype} with {channels} channel(s)"
+        )
+    return img
 
 
 def load_stereo(name: str, root: str | os.PathLike | None = None) -> StereoSample:
@@ -108,7 +118,7 @@ def load_stereo(name: str, root: str | os.PathLike | None = None) -> StereoSampl
         ``name`` is not a string.
     ValueError
         Unknown ``name``; the right image or the GT does not have the left
-        image's size; the GT has no known pixel.
+        image's size; the GT is not an 8-bit grey file; the GT has no known pixel.
     FileNotFoundError
         No data folder, or a file of the set is missing.
     """
@@ -153,7 +163,10 @@ def bad_pixel_rate(
     """% of the pixels with known GT whose ``|disparity - gt| > threshold``.
 
     Dense protocol: NaN, infinite or negative output at a known-GT pixel is bad.
+    ``threshold`` is a finite number >= 0 (pixels).
     """
+    if not (isinstance(threshold, (int, float, np.number)) and 0 <= threshold < np.inf):
+        raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
     d = np.asarray(disparity, dtype=np.float64)
     g = np.asarray(gt, dtype=np.float64)
     if d.shape != g.shape:

@@ -129,6 +129,30 @@ def test_stereo_gt_without_known_pixel(tmp_path):
         mb.load_stereo("tsukuba", tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("gt", "words"),
+    [
+        (np.full((4, 5), 20480, np.uint16), r"got uint16 with 1 channel"),
+        (np.full((4, 5, 3), 80, np.uint8), r"got uint8 with 3 channel"),
+    ],
+)
+def test_stereo_gt_in_another_format(tmp_path, gt, words):
+    """A 16-bit GT was cut to 8 bits (20480 read as 80 / 4 = 20, not 5120) and a
+    colour one mixed into luminance, silently; either is an error naming the file."""
+    _stereo_set(tmp_path, "teddy", gt=gt)  # (a .png GT: PGM holds no colour)
+    with pytest.raises(ValueError, match=r"disp2\.png: a ground-truth disparity "
+                       r"file must be 8-bit, one channel .*" + words):
+        mb.load_stereo("teddy", tmp_path)
+
+
+def test_bad_pixel_rate_threshold_is_checked():
+    d = np.zeros((2, 2))
+    assert mb.bad_pixel_rate(d, d + 0.5, threshold=1) == 0.0
+    for bad in (-1, float("nan"), float("inf"), "1"):
+        with pytest.raises(ValueError, match="threshold must be a finite number >= 0"):
+            mb.bad_pixel_rate(d, d, threshold=bad)
+
+
 @pytest.mark.parametrize("name", [["venus"], ("venus",), 3, None])
 def test_stereo_name_of_another_type(tmp_path, name):
     with pytest.raises(
