@@ -124,6 +124,14 @@ def segmentation_unary(
     code = (q[..., 0] * bins + q[..., 1]) * bins + q[..., 2]
     inside = np.zeros(code.shape, dtype=bool)
     y0, x0, y1, x1 = fg_box
+    m, n = code.shape
+    if not (0 <= y0 < y1 <= m and 0 <= x0 < x1 <= n):
+        # (a box off the picture or reversed fitted the model to no pixel: flat
+        # costs everywhere, silently)
+        raise ValueError(
+            f"fg_box must be (y0, x0, y1, x1) with 0 <= y0 < y1 <= {m} and "
+            f"0 <= x0 < x1 <= {n} (the image's rows and columns), got {tuple(fg_box)}"
+        )
     inside[y0:y1, x0:x1] = True
     nb = bins**3
     hf = np.bincount(code[inside], minlength=nb).astype(np.float64) + 1.0

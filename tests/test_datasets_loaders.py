@@ -231,6 +231,11 @@ def test_segmentation_unary_bad_inputs(rng):
         synthetic.segmentation_unary(np.full((4, 4, 3), 300.0), box)
     with pytest.raises(ValueError, match=r"C >= 3, got \(4, 4, 2\)"):
         synthetic.segmentation_unary(np.zeros((4, 4, 2), np.uint8), box)
+    # a box off the picture or reversed fitted the model to no pixel (flat costs)
+    for bad in ((10, 10, 20, 20), (3, 3, 1, 1), (0, 0, 4, 5), (-1, 0, 2, 2)):
+        with pytest.raises(ValueError, match=r"fg_box must be \(y0, x0, y1, x1\) "
+                           r"with 0 <= y0 < y1 <= 4 and 0 <= x0 < x1 <= 4"):
+            synthetic.segmentation_unary(np.zeros((4, 4, 3), np.uint8), bad)
 
 
 def test_contrast_weights_largest_weight_fits_int32():

@@ -598,6 +598,10 @@ def test_an_input_error_leaves_no_output_folder(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="out_dir .*file.* is a file"):
         vd.segment_many([_picture(1)], tmp_path / "file", progress=False)
+    # a folder to make below a file: NotADirectoryError when made, named here
+    with pytest.raises(ValueError, match=r"out_dir .*sub.* cannot be made: .*file.* "
+                       r"is a file, not a folder"):
+        vd.segment_many([_picture(1)], tmp_path / "file" / "sub", progress=False)
 
 
 def test_flow_errors_name_the_frame_in_the_sequence(client, tmp_path):

@@ -583,6 +583,14 @@ def _out_dir(out_dir: Any) -> Path:
     path = Path(out_dir)
     if path.exists() and not path.is_dir():
         raise ValueError(f"out_dir {str(path)!r} is a file, not a folder")
+    for parent in path.parents:  # the nearest existing folder above it
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(
+                    f"out_dir {str(path)!r} cannot be made: {str(parent)!r} is a "
+                    "file, not a folder"
+                )
+            break
     return path
 
 
