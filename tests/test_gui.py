@@ -643,19 +643,26 @@ def _pair(rng, width):
     )
 
 
-def test_closing_does_not_wait_for_a_running_solve(window, qtbot, rng, monkeypatch):
-    import threading
-    import time
-
-    gate, calls, real = _gated_stereo(monkeypatch)
-    tab = window.stereo
-    tab.set_pair(*_pair(rng, 40), "slow")
+def _slow_compute(tab, qtbot, calls, pair) -> list:
+    """Start the stereo tab's (gated) solve of ``pair`` at full size, 0..4, and wait
+    until it runs; returns the list the tab's ``jobFinished`` outcomes go to."""
+    tab.set_pair(*pair, "slow")
     tab.scale_box.setCurrentText("full size")
     tab.max_disp.setValue(4)
     finished = []
     tab.jobFinished.connect(finished.append)
     tab.compute()
     qtbot.waitUntil(lambda: len(calls) == 1, timeout=TIMEOUT_MS)
+    return finished
+
+
+def test_closing_does_not_wait_for_a_running_solve(window, qtbot, rng, monkeypatch):
+    import threading
+    import time
+
+    gate, calls, real = _gated_stereo(monkeypatch)
+    tab = window.stereo
+    finished = _slow_compute(tab, qtbot, calls, _pair(rng, 40))
     worker = next(t for t in threading.enumerate() if t.name.endswith("StereoTab"))
     assert worker.daemon  # a solve still running does not keep the process alive
 
@@ -675,11 +682,7 @@ def test_next_job_waits_for_a_cancelled_solve_visibly(window, qtbot, rng, monkey
     window.show_tab("stereo")
     gate, calls, real = _gated_stereo(monkeypatch)
     tab = window.stereo
-    tab.set_pair(*_pair(rng, 40), "slow")
-    tab.scale_box.setCurrentText("full size")
-    tab.max_disp.setValue(4)
-    tab.compute()
-    qtbot.waitUntil(lambda: len(calls) == 1, timeout=TIMEOUT_MS)
+    _slow_compute(tab, qtbot, calls, _pair(rng, 40))
     with qtbot.waitSignal(tab.jobFinished, timeout=TIMEOUT_MS) as done:
         tab.cancel()
     assert done.args == ["cancelled"]
@@ -813,13 +816,7 @@ def test_a_file_that_fails_to_open_leaves_the_running_solve(
     gate, calls, real = _gated_stereo(monkeypatch)
     tab = window.stereo
     left, right = _pair(rng, 40)
-    tab.set_pair(left, right, "slow")
-    tab.scale_box.setCurrentText("full size")
-    tab.max_disp.setValue(4)
-    finished = []
-    tab.jobFinished.connect(finished.append)
-    tab.compute()
-    qtbot.waitUntil(lambda: len(calls) == 1, timeout=TIMEOUT_MS)
+    finished = _slow_compute(tab, qtbot, calls, (left, right))
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"this is not a picture")
     monkeypatch.setattr(stereo_mod.QFileDialog, "getOpenFileName",
