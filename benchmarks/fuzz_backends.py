@@ -229,6 +229,24 @@ def outcome_texts(err_c, err_g) -> dict:
 EXPECTED_ERRORS = (TypeError, ValueError)
 
 
+def check_same_energy(c, e_dev, energy) -> None:
+    """``grid_energy`` of CuPy inputs: CuPy arrays equal to those of the NumPy
+    inputs' ``energy``, and the same constant."""
+    for name in ("source", "sink", "edges"):
+        a = getattr(e_dev, name)
+        c.check(is_cp(a), f"grid_energy(CuPy).{name} is not CuPy")
+        c.check(
+            np.array_equal(host(a), getattr(energy, name)),
+            f"grid_energy(CuPy).{name} != grid_energy(NumPy).{name}",
+        )
+    c.check(
+        e_dev.constant == energy.constant,
+        "grid_energy constant differs",
+        gpu=e_dev.constant,
+        cpu=energy.constant,
+    )
+
+
 # ====================================================================== family 1
 
 
@@ -382,17 +400,7 @@ def fam_maxflow(c: Case):
     elif path == "energy_cp":
         if build[0] == "grid_energy":
             e_dev = vc.grid_energy(dev(build[1]), weights=dev(build[2]), connectivity=K)
-            for name in ("source", "sink", "edges"):
-                c.check(
-                    np.array_equal(host(getattr(e_dev, name)), getattr(energy, name)),
-                    f"grid_energy on CuPy: {name} differs from NumPy's",
-                )
-            c.check(
-                e_dev.constant == energy.constant,
-                "grid_energy on CuPy: constant",
-                gpu=e_dev.constant,
-                cpu=energy.constant,
-            )
+            check_same_energy(c, e_dev, energy)
         else:
             e_dev = vc.grid_graph(dev(build[1]), dev(build[2]), dev(build[3]))
         cut_g = c.on_gpu(vc.maxflow_grid, e_dev, backend="gpu")
@@ -599,19 +607,7 @@ def fam_energy(c: Case):
         None if weights is None else dev(weights),
     ]
     e_dev = c.on_gpu(vc.grid_energy, d_args[0], d_args[1], weights=d_args[2], **kw)
-    for name in ("source", "sink", "edges"):
-        a = getattr(e_dev, name)
-        c.check(is_cp(a), f"grid_energy(CuPy).{name} is not CuPy")
-        c.check(
-            np.array_equal(host(a), getattr(energy, name)),
-            f"grid_energy(CuPy).{name} != grid_energy(NumPy).{name}",
-        )
-    c.check(
-        e_dev.constant == energy.constant,
-        "grid_energy constant differs",
-        gpu=e_dev.constant,
-        cpu=energy.constant,
-    )
+    check_same_energy(c, e_dev, energy)
     use_cp = c.xp_choice()
     c.desc["segment_gpu_input"] = "cupy" if use_cp else "numpy"
     if use_cp:
@@ -1706,6 +1702,21 @@ def bad_inputs(rng):
     def to(xp, a):
         return xp.asarray(a) if isinstance(a, np.ndarray) else a
 
+    def add(name, fn, args, kw, must, *, move=True):
+        """A case calling ``fn(*args, **kw)``, its NumPy arrays on ``xp`` (``move``
+        False: the inputs as given, on either backend)."""
+
+        def build(xp):
+            if not move:
+                return fn, args, kw
+            return (
+                fn,
+                tuple(to(xp, a) for a in args),
+                {k: to(xp, v) for k, v in kw.items()},
+            )
+
+        cases.append((name, build, must))
+
     for what in (
         "nan",
         "negative",
@@ -1720,17 +1731,7 @@ def bad_inputs(rng):
         arrays, kw = _bad_grid(rng, what)
         must = what not in ("bool", "mixed_dtype")
         for fn in (vc.maxflow_grid, vc.grid_graph):
-            cases.append(
-                (
-                    f"{fn.__name__}/{what}",
-                    lambda xp, fn=fn, arrays=arrays, kw=kw: (
-                        fn,
-                        tuple(to(xp, a) for a in arrays),
-                        kw,
-                    ),
-                    must,
-                )
-            )
+            add(f"{fn.__name__}/{what}", fn, arrays, kw, must)
     shape = tuple(int(v) for v in rng.integers(2, 8, 2))
     u = rng.integers(-10, 10, (*shape, 2))
     w = rng.integers(0, 5, (2, *shape))
@@ -1753,32 +1754,12 @@ def bad_inputs(rng):
         ),
     }
     for what, (args, kw, must) in variants.items():
-        cases.append(
-            (
-                f"grid_energy/{what}",
-                lambda xp, args=args, kw=kw: (
-                    vc.grid_energy,
-                    tuple(to(xp, a) for a in args),
-                    {k: to(xp, v) for k, v in kw.items()},
-                ),
-                must,
-            )
-        )
+        add(f"grid_energy/{what}", vc.grid_energy, args, kw, must)
         seg_args = (args[0], kw.get("weights"))
         seg_kw = {k: v for k, v in kw.items() if k != "weights"}
         if args[1] is not None:
             seg_kw["pairwise"] = args[1]
-        cases.append(
-            (
-                f"segment/{what}",
-                lambda xp, a=seg_args, kw=seg_kw: (
-                    vc.segment,
-                    tuple(to(xp, x) for x in a),
-                    {k: to(xp, v) for k, v in kw.items()},
-                ),
-                must,
-            )
-        )
+        add(f"segment/{what}", vc.segment, seg_args, seg_kw, must)
     img = rng.integers(0, 255, (24, 30, 3)).astype(np.uint8)
     imgf = img / 255.0
     imgn = imgf.copy()
@@ -1796,13 +1777,7 @@ def bad_inputs(rng):
         "bool_image": (img > 128, {"rect": rect}, False),
     }
     for what, (im, kw, must) in g_variants.items():
-        cases.append(
-            (
-                f"grabcut/{what}",
-                lambda xp, im=im, kw=kw: (vc.grabcut, (to(xp, im),), kw),
-                must,
-            )
-        )
+        add(f"grabcut/{what}", vc.grabcut, (im,), kw, must)
     ul = rng.integers(0, 30, (6, 7, 3))
     wl = rng.integers(0, 5, (2, 6, 7))
     m_variants = {
@@ -1820,17 +1795,7 @@ def bad_inputs(rng):
         ),
     }
     for what, (uu, kw, must) in m_variants.items():
-        cases.append(
-            (
-                f"minimize_labels/{what}",
-                lambda xp, uu=uu, kw=kw: (
-                    vc.minimize_labels,
-                    (to(xp, uu),),
-                    {k: to(xp, v) for k, v in kw.items()},
-                ),
-                must,
-            )
-        )
+        add(f"minimize_labels/{what}", vc.minimize_labels, (uu,), kw, must)
     left = rng.random((16, 24))
     s_variants = {
         "nan_left": (np.where(np.arange(24) == 3, np.nan, left), left, 4, True),
@@ -1842,17 +1807,8 @@ def bad_inputs(rng):
         "bool_pair": (left > 0.5, left > 0.4, 3, False),
     }
     for what, (a, b, md, must) in s_variants.items():
-        cases.append(
-            (
-                f"stereo_disparity/{what}",
-                lambda xp, a=a, b=b, md=md: (
-                    vc.stereo_disparity,
-                    (to(xp, a), to(xp, b)),
-                    {"max_disparity": md},
-                ),
-                must,
-            )
-        )
+        add(f"stereo_disparity/{what}", vc.stereo_disparity, (a, b),
+            {"max_disparity": md}, must)  # fmt: skip
     cst = rng.random((5, 6))
     cn = cst.copy()
     cn[1, 2] = np.nan
@@ -1873,13 +1829,7 @@ def bad_inputs(rng):
         "batched_nan": (vc.linear_sum_assignment_batched, cn[None], True),
     }
     for what, (fn, cc, must) in a_variants.items():
-        cases.append(
-            (
-                f"{fn.__name__}/{what}",
-                lambda xp, fn=fn, cc=cc: (fn, (to(xp, cc),), {}),
-                must,
-            )
-        )
+        add(f"{fn.__name__}/{what}", fn, (cc,), {}, must)
     # maximum_flow: the graph lives on the host (both backends take the same input)
     neg = scipy.sparse.csr_matrix(np.array([[0, 3, -1], [0, 0, 2], [0, 0, 0]]))
     fl = scipy.sparse.csr_matrix(np.array([[0, 1.5, 0], [0, 0, 2.0], [0, 0, 0]]))
@@ -1892,24 +1842,13 @@ def bad_inputs(rng):
         "dense": ((ok3.toarray(), 0, 2), True),
     }
     for what, (args, must) in f_variants.items():
-        cases.append(
-            (
-                f"maximum_flow/{what}",
-                lambda xp, args=args: (vc.maximum_flow, args, {}),
-                must,
-            )
-        )
+        add(f"maximum_flow/{what}", vc.maximum_flow, args, {}, must, move=False)
 
-    def bip(xp, dense):
-        g = scipy.sparse.random(6, 5, density=0.4, format="csr", random_state=1)
-        if dense:
-            return vc.maximum_bipartite_matching, (to(xp, g.toarray()),), {}
-        return vc.maximum_bipartite_matching, (g, "diagonal"), {}
-
-    cases.append(("maximum_bipartite_matching/dense", lambda xp: bip(xp, True), True))
-    cases.append(
-        ("maximum_bipartite_matching/perm_type", lambda xp: bip(xp, False), True)
-    )
+    g = scipy.sparse.random(6, 5, density=0.4, format="csr", random_state=1)
+    add("maximum_bipartite_matching/dense", vc.maximum_bipartite_matching,
+        (g.toarray(),), {}, True)  # fmt: skip
+    add("maximum_bipartite_matching/perm_type", vc.maximum_bipartite_matching,
+        (g, "diagonal"), {}, True)  # fmt: skip
     fr = rng.integers(0, 255, (40, 50)).astype(np.uint8)
     frn = fr / 255.0
     frn[2, 3] = np.nan
@@ -1920,13 +1859,7 @@ def bad_inputs(rng):
         "scales_mismatch": (fr / 255.0, fr.astype(np.float64), True),
     }
     for what, (a, b, must) in o_variants.items():
-        cases.append(
-            (
-                f"optical_flow/{what}",
-                lambda xp, a=a, b=b: (vc.optical_flow, (to(xp, a), to(xp, b)), {}),
-                must,
-            )
-        )
+        add(f"optical_flow/{what}", vc.optical_flow, (a, b), {}, must)
     return cases
 
 
